@@ -1,0 +1,62 @@
+package inventory
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+)
+
+// vmEqual reports whether two VMs hold the same data.
+func vmEqual(a, b *xo.VM) bool {
+	return a.ID == b.ID && a.NameLabel == b.NameLabel && a.PowerState == b.PowerState &&
+		a.PoolID == b.PoolID && a.Container == b.Container && a.CPUs == b.CPUs &&
+		a.Memory.Size == b.Memory.Size && slices.Equal(a.Memory.Dynamic, b.Memory.Dynamic) &&
+		slices.Equal(a.Memory.Static, b.Memory.Static) && slices.Equal(a.Tags, b.Tags) &&
+		maps.Equal(a.Addresses, b.Addresses) && a.MainIPAddress == b.MainIPAddress
+}
+
+// diff lists what differs between two snapshots.
+func diff(old, next *Snapshot) []Change {
+	var out []Change
+	for id, vm := range next.vms {
+		if o := old.vms[id]; o == nil || !vmEqual(o, vm) {
+			out = append(out, Change{Kind: VMChanged, ID: id, PoolID: vm.PoolID})
+		}
+	}
+	for id, vm := range old.vms {
+		if next.vms[id] == nil {
+			out = append(out, Change{Kind: VMChanged, ID: id, PoolID: vm.PoolID})
+		}
+	}
+	for id, h := range next.hosts {
+		if o := old.hosts[id]; o == nil || *o != *h {
+			out = append(out, Change{Kind: HostChanged, ID: id, PoolID: h.PoolID})
+		}
+	}
+	for id, h := range old.hosts {
+		if next.hosts[id] == nil {
+			out = append(out, Change{Kind: HostChanged, ID: id, PoolID: h.PoolID})
+		}
+	}
+	pools := map[string]struct{}{}
+	for id, p := range next.pools {
+		if o := old.pools[id]; o == nil || *o != *p || old.connected[id] != next.connected[id] {
+			pools[id] = struct{}{}
+		}
+	}
+	for id := range old.pools {
+		if next.pools[id] == nil {
+			pools[id] = struct{}{}
+		}
+	}
+	for id := range old.connected {
+		if old.connected[id] != next.connected[id] {
+			pools[id] = struct{}{}
+		}
+	}
+	for id := range pools {
+		out = append(out, Change{Kind: PoolChanged, ID: id, PoolID: id})
+	}
+	return out
+}

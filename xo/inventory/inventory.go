@@ -1,0 +1,428 @@
+// Package inventory keeps an in-memory copy of XO's VMs, hosts, pools and pool connections,
+// current through XO's event stream and periodic relists, and tells subscribers what changed.
+// Lookups read an immutable snapshot: no lock, no allocation, no XO call.
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+)
+
+// Source is what the inventory needs from XO; *xo.Client implements it.
+type Source interface {
+	ListVMs(ctx context.Context, fn func(*xo.VM)) error
+	ListHosts(ctx context.Context, fn func(*xo.Host)) error
+	ListPools(ctx context.Context, fn func(*xo.Pool)) error
+	ListServers(ctx context.Context, fn func(*xo.Server)) error
+	Watch(ctx context.Context, o xo.WatchOptions, fn func(xo.Event)) error
+}
+
+// Options configures an Inventory. Zero values take the defaults.
+type Options struct {
+	// ResyncPeriod is the full relist period while the event stream works. Default 10m.
+	ResyncPeriod time.Duration
+	// PollPeriod is the relist period without an event stream. Default 30s.
+	PollPeriod time.Duration
+	// StaleAfter is the age past which a listing, with no working event stream, no longer
+	// counts as current. Default 3m.
+	StaleAfter time.Duration
+	// StreamIdleTimeout breaks an event stream that sends nothing (XO pings every 30 s).
+	// Default 75s.
+	StreamIdleTimeout time.Duration
+	// DisableEventStream makes the inventory rely on relists only.
+	DisableEventStream bool
+	Clock              clock.WithTicker
+	Log                logr.Logger
+}
+
+// ChangeKind says what kind of object changed.
+type ChangeKind int
+
+const (
+	// VMChanged: a VM was added, changed or removed.
+	VMChanged ChangeKind = iota + 1
+	// HostChanged: a host was added, changed or removed.
+	HostChanged
+	// PoolChanged: a pool was added, changed or removed, or its connection changed.
+	PoolChanged
+)
+
+// Change names one object that changed. For a VM, PoolID is its pool (before and after a move).
+type Change struct {
+	Kind   ChangeKind
+	ID     string
+	PoolID string
+}
+
+// Inventory is XO's inventory in memory. Start runs it; it needs no leader election.
+type Inventory struct {
+	src  Source
+	opts Options
+	log  logr.Logger
+
+	snap atomic.Pointer[Snapshot]
+
+	// mu serializes writers: event application and the end of a relist.
+	mu sync.Mutex
+	// touched holds the objects changed by events since the running relist began (nil when no
+	// relist runs): the relist keeps their newer state.
+	touched map[string]struct{}
+
+	handlersMu sync.RWMutex
+	handlers   []func(Change)
+
+	streaming atomic.Bool
+	lastErr   atomic.Pointer[errBox]
+	synced    chan struct{}
+	syncOnce  sync.Once
+	relistNow chan struct{}
+}
+
+type errBox struct{ err error }
+
+// New returns an Inventory reading from src.
+func New(src Source, o Options) *Inventory {
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = 10 * time.Minute
+	}
+	if o.PollPeriod <= 0 {
+		o.PollPeriod = 30 * time.Second
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 3 * time.Minute
+	}
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = 75 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	inv := &Inventory{src: src, opts: o, log: o.Log, synced: make(chan struct{}), relistNow: make(chan struct{}, 1)}
+	inv.snap.Store(emptySnapshot(inv))
+	return inv
+}
+
+// Snapshot returns the current snapshot.
+func (i *Inventory) Snapshot() *Snapshot { return i.snap.Load() }
+
+// Synced is closed after the first successful listing.
+func (i *Inventory) Synced() <-chan struct{} { return i.synced }
+
+// HasSynced reports whether a listing has succeeded.
+func (i *Inventory) HasSynced() bool {
+	select {
+	case <-i.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// Streaming reports whether the event stream is up.
+func (i *Inventory) Streaming() bool { return i.streaming.Load() }
+
+// LastError returns the error of the last refresh, nil if it succeeded.
+func (i *Inventory) LastError() error {
+	if b := i.lastErr.Load(); b != nil {
+		return b.err
+	}
+	return nil
+}
+
+// AddHandler registers fn to be told of every change. fn runs on the inventory's goroutine
+// and must not block (typically it enqueues).
+func (i *Inventory) AddHandler(fn func(Change)) {
+	i.handlersMu.Lock()
+	defer i.handlersMu.Unlock()
+	i.handlers = append(i.handlers, fn)
+}
+
+// NeedLeaderElection tells controller-runtime's manager that every replica runs the
+// inventory: the webhook serves from it on all of them.
+func (i *Inventory) NeedLeaderElection() bool { return false }
+
+// ReadyCheck is a healthz checker: ready once a listing has succeeded.
+func (i *Inventory) ReadyCheck(_ any) error {
+	if !i.HasSynced() {
+		return errors.New("XO inventory not synced yet")
+	}
+	return nil
+}
+
+func (i *Inventory) fresh(listedAt time.Time) bool {
+	return i.streaming.Load() || i.opts.Clock.Since(listedAt) < i.opts.StaleAfter
+}
+
+// Start lists XO and keeps the inventory current until ctx ends.
+func (i *Inventory) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if !i.opts.DisableEventStream {
+		wg.Add(1)
+		go func() { defer wg.Done(); i.streamLoop(ctx) }()
+	} else {
+		i.trigger()
+	}
+	i.relistLoop(ctx)
+	wg.Wait()
+	return nil
+}
+
+func (i *Inventory) trigger() {
+	select {
+	case i.relistNow <- struct{}{}:
+	default:
+	}
+}
+
+// relistLoop relists on demand, on a timer, and after failures with backoff.
+func (i *Inventory) relistLoop(ctx context.Context) {
+	failures := 0
+	for {
+		var wait time.Duration
+		switch {
+		case failures > 0:
+			wait = min(time.Second<<min(failures-1, 6), i.opts.PollPeriod)
+		case i.streaming.Load():
+			wait = i.opts.ResyncPeriod
+		default:
+			wait = i.opts.PollPeriod
+		}
+		if !i.HasSynced() && failures == 0 && i.opts.DisableEventStream {
+			wait = 0
+		}
+		t := i.opts.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-i.relistNow:
+			t.Stop()
+		case <-t.C():
+		}
+		if err := i.Relist(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			continue
+		}
+		failures = 0
+	}
+}
+
+// streamLoop keeps XO's event stream open, falling back to relists when the server has none.
+func (i *Inventory) streamLoop(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		connected := false
+		err := i.src.Watch(ctx, xo.WatchOptions{
+			IdleTimeout: i.opts.StreamIdleTimeout,
+			Ready: func() {
+				connected = true
+				failures = 0
+				i.streaming.Store(true)
+				streamUp.Set(1)
+				i.log.V(1).Info("XO event stream subscribed")
+				// Relist now: whatever changed before the subscription is in the listing,
+				// whatever changes after it arrives as an event.
+				i.trigger()
+			},
+		}, i.apply)
+		i.streaming.Store(false)
+		streamUp.Set(0)
+		if ctx.Err() != nil {
+			return
+		}
+		var wait time.Duration
+		if errors.Is(err, xo.ErrNoEventStream) {
+			i.log.Info("XO has no event stream; relisting periodically", "period", i.opts.PollPeriod)
+			wait = i.opts.ResyncPeriod
+			i.trigger()
+		} else {
+			failures++
+			wait = min(time.Second<<min(failures-1, 6), time.Minute)
+			i.log.Error(err, "XO event stream broken; relisting", "connected", connected, "retryIn", wait)
+			streamBreaks.Inc()
+			// Changes made while the stream was down are only in a listing.
+			i.trigger()
+		}
+		t := i.opts.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// listing is the raw result of one complete relist.
+type listing struct {
+	vms     []*xo.VM
+	hosts   []*xo.Host
+	pools   []*xo.Pool
+	servers []*xo.Server
+}
+
+// Relist lists every collection and replaces the snapshot, keeping objects that events changed
+// meanwhile. A failed or partial listing changes nothing.
+func (i *Inventory) Relist(ctx context.Context) error {
+	start := i.opts.Clock.Now()
+	i.mu.Lock()
+	i.touched = map[string]struct{}{}
+	i.mu.Unlock()
+
+	l := &listing{}
+	err := i.src.ListServers(ctx, func(s *xo.Server) { l.servers = append(l.servers, s) })
+	if err == nil {
+		err = i.src.ListPools(ctx, func(p *xo.Pool) { p.ID = lower(p.ID); l.pools = append(l.pools, p) })
+	}
+	if err == nil {
+		err = i.src.ListHosts(ctx, func(h *xo.Host) { h.ID = lower(h.ID); l.hosts = append(l.hosts, h) })
+	}
+	if err == nil {
+		l.vms = make([]*xo.VM, 0, i.Snapshot().Len())
+		err = i.src.ListVMs(ctx, func(v *xo.VM) { v.ID = lower(v.ID); l.vms = append(l.vms, v) })
+	}
+	if err != nil {
+		i.mu.Lock()
+		i.touched = nil
+		i.mu.Unlock()
+		i.lastErr.Store(&errBox{err})
+		relistTotal.WithLabelValues("error").Inc()
+		i.log.Error(err, "XO relist failed; keeping the previous inventory", "age", i.opts.Clock.Since(i.Snapshot().listedAt).Round(time.Second).String())
+		return fmt.Errorf("relist: %w", err)
+	}
+
+	i.mu.Lock()
+	old := i.snap.Load()
+	next := fromListing(i, l, i.opts.Clock.Now())
+	// Events newer than the listing win over it.
+	if len(i.touched) > 0 {
+		b := &builder{s: next, vmsCopied: true, indexesCopied: true, hostsCopied: true, poolsCopied: true, connectedCopied: true}
+		for k := range i.touched {
+			kind, id := k[0], k[2:]
+			switch kind {
+			case 'v':
+				b.putVM(id, old.vms[id])
+			case 'h':
+				b.putHost(id, old.hosts[id])
+			case 'p':
+				b.putPool(id, old.pools[id])
+			}
+		}
+	}
+	i.touched = nil
+	i.snap.Store(next)
+	i.mu.Unlock()
+
+	i.lastErr.Store(nil)
+	lastSync.Set(float64(next.listedAt.Unix()))
+	relistTotal.WithLabelValues("ok").Inc()
+	relistDuration.Observe(i.opts.Clock.Since(start).Seconds())
+	objects.WithLabelValues("vms").Set(float64(len(next.vms)))
+	objects.WithLabelValues("hosts").Set(float64(len(next.hosts)))
+	objects.WithLabelValues("pools").Set(float64(len(next.pools)))
+	i.syncOnce.Do(func() { close(i.synced) })
+	i.log.V(1).Info("XO inventory relisted", "vms", len(next.vms), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.allConnected)
+	i.notify(diff(old, next))
+	return nil
+}
+
+// apply applies one event to the snapshot.
+func (i *Inventory) apply(ev xo.Event) {
+	var ch Change
+	i.mu.Lock()
+	cur := i.snap.Load()
+	b := newBuilder(cur)
+	remove := ev.Type == xo.EventRemove
+	var key string
+	switch {
+	case ev.VM != nil:
+		id := lower(ev.VM.ID)
+		ev.VM.ID = id
+		old := cur.vms[id]
+		if !remove && old != nil && vmEqual(old, ev.VM) {
+			i.mu.Unlock()
+			return
+		}
+		ch = Change{Kind: VMChanged, ID: id, PoolID: ev.VM.PoolID}
+		if remove {
+			b.putVM(id, nil)
+		} else {
+			b.putVM(id, ev.VM)
+		}
+		key = "v/" + id
+	case ev.Host != nil:
+		id := lower(ev.Host.ID)
+		ev.Host.ID = id
+		ch = Change{Kind: HostChanged, ID: id, PoolID: ev.Host.PoolID}
+		if remove {
+			b.putHost(id, nil)
+		} else {
+			b.putHost(id, ev.Host)
+		}
+		key = "h/" + id
+	case ev.Pool != nil:
+		id := lower(ev.Pool.ID)
+		ev.Pool.ID = id
+		ch = Change{Kind: PoolChanged, ID: id, PoolID: id}
+		if remove {
+			// XO removes a pool's objects when it loses the connection to it.
+			b.putPool(id, nil)
+			b.setConnected(id, false)
+		} else {
+			b.putPool(id, ev.Pool)
+		}
+		key = "p/" + id
+	default:
+		i.mu.Unlock()
+		return
+	}
+	if i.touched != nil {
+		i.touched[key] = struct{}{}
+	}
+	i.snap.Store(b.s)
+	i.mu.Unlock()
+	if ev.Pool != nil {
+		// Pool membership changes come with server status changes, which only a listing shows.
+		i.trigger()
+	}
+	i.notify([]Change{ch})
+}
+
+func (i *Inventory) notify(changes []Change) {
+	if len(changes) == 0 {
+		return
+	}
+	i.handlersMu.RLock()
+	defer i.handlersMu.RUnlock()
+	for _, c := range changes {
+		changesTotal.WithLabelValues(c.Kind.String()).Inc()
+		for _, h := range i.handlers {
+			h(c)
+		}
+	}
+}
+
+// String names the kind, for metrics.
+func (k ChangeKind) String() string {
+	switch k {
+	case VMChanged:
+		return "vm"
+	case HostChanged:
+		return "host"
+	case PoolChanged:
+		return "pool"
+	}
+	return "unknown"
+}
