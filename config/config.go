@@ -1,0 +1,165 @@
+// Package config is the controller's configuration file: its types, Load (file and
+// environment), defaults, and validation that lists every problem at once.
+//
+// The file format is the upstream XO cloud controller manager's (url, insecure, token)
+// plus tokenFile, a CA bundle for private PKI and optional settings with safe defaults.
+// See testdata/example.yaml for every key.
+//
+// The XO token is a Secret: it never appears in String or %v output, in JSON, or in an
+// error returned by this package.
+package config
+
+import (
+	"encoding/json"
+	"net/netip"
+	"time"
+)
+
+// Environment variables read by Load, named as in the upstream XO cloud controller manager.
+const (
+	EnvURL      = "XOA_URL"
+	EnvToken    = "XOA_TOKEN"
+	EnvInsecure = "XOA_INSECURE"
+	// EnvUser and EnvPassword are recognised only to be rejected: this controller
+	// authenticates with a token.
+	EnvUser     = "XOA_USER"
+	EnvPassword = "XOA_PASSWORD"
+)
+
+// Defaults of the optional settings.
+const (
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultResyncPeriod   = 10 * time.Minute
+	DefaultPollPeriod     = 30 * time.Second
+	DefaultStaleAfter     = 3 * time.Minute
+	// DefaultTagPrefix is the label-key prefix (and taint-key prefix) allowed from XO tags.
+	DefaultTagPrefix = "tag.k8s.xenorchestra/"
+)
+
+// Config is the controller's configuration. Load fills it from a file and the environment,
+// applies defaults and validates it; Default returns one with every default set.
+//
+// It marshals to JSON (and YAML through sigs.k8s.io/yaml) with durations as strings and the
+// token redacted.
+type Config struct {
+	// URL is XO's base URL, http or https, without a trailing slash; a base path (XO behind
+	// a reverse proxy) is kept. The client appends /rest/v0.
+	URL string `json:"url"`
+	// Insecure disables verification of XO's TLS certificate. Warnings reports it.
+	Insecure bool `json:"insecure"`
+	// Token is the XO authentication token in effect: from the file's token, the file named
+	// by TokenFile, or XOA_TOKEN.
+	Token Secret `json:"token,omitempty"`
+	// TokenFile is the file the token was read from, if any (resolved against the config
+	// file's directory). Load reads it once; its content is trimmed of surrounding space.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// CAFile is a PEM bundle of CA certificates trusted for XO in addition to the system
+	// roots (resolved against the config file's directory). At most one of CAFile and
+	// CABundle is set.
+	CAFile string `json:"caFile,omitempty"`
+	// CABundle is the same as CAFile, inline.
+	CABundle string `json:"caBundle,omitempty"`
+	// RequestTimeout bounds each XO request. 1s to 5m, default 10s.
+	RequestTimeout time.Duration `json:"requestTimeout"`
+	// Inventory tunes how the in-memory XO inventory is kept current.
+	Inventory Inventory `json:"inventory"`
+	// Labels says which label and taint keys XO tags may set.
+	Labels Labels `json:"labels"`
+	// Addresses classifies VM addresses as InternalIP or ExternalIP.
+	Addresses Addresses `json:"addresses"`
+	// Lifecycle holds optional node lifecycle behaviour.
+	Lifecycle Lifecycle `json:"lifecycle"`
+}
+
+// Inventory tunes the refresh of the XO inventory.
+type Inventory struct {
+	// ResyncPeriod is the period of a full relist while the event stream works. Default 10m.
+	ResyncPeriod time.Duration `json:"resyncPeriod"`
+	// PollPeriod is the period of a full relist when XO has no event stream. Default 30s.
+	PollPeriod time.Duration `json:"pollPeriod"`
+	// StaleAfter is the age of the last successful refresh beyond which the inventory counts
+	// as stale. Greater than PollPeriod; default 3m.
+	StaleAfter time.Duration `json:"staleAfter"`
+}
+
+// Labels lists the key prefixes XO tags may use. Each prefix is "<dns-subdomain>/" or
+// "<dns-subdomain>/<start of a name>", never under kubernetes.io or k8s.io.
+type Labels struct {
+	// TagLabelPrefixes are the label-key prefixes allowed from XO tags. Default
+	// ["tag.k8s.xenorchestra/"]; an empty list allows none.
+	TagLabelPrefixes []string `json:"tagLabelPrefixes"`
+	// TagTaintPrefixes are the taint-key prefixes allowed from XO tags. Default
+	// ["tag.k8s.xenorchestra/"]; an empty list allows none.
+	TagTaintPrefixes []string `json:"tagTaintPrefixes"`
+}
+
+// Addresses holds the CIDR rules that classify a VM's addresses. Each entry is an IPv4 or
+// IPv6 prefix in canonical form (no host bits set).
+type Addresses struct {
+	// InternalCIDRs are the ranges whose addresses are published as InternalIP.
+	InternalCIDRs []string `json:"internalCIDRs"`
+	// ExternalCIDRs are the ranges whose addresses are published as ExternalIP.
+	ExternalCIDRs []string `json:"externalCIDRs"`
+}
+
+// Lifecycle holds optional node lifecycle behaviour.
+type Lifecycle struct {
+	// OutOfServiceTaint applies node.kubernetes.io/out-of-service:NoExecute to a NotReady
+	// node whose VM is halted. Default false.
+	OutOfServiceTaint bool `json:"outOfServiceTaint"`
+}
+
+// Default returns a Config with every optional setting at its default. URL and the token
+// are left empty: Validate reports them missing.
+func Default() *Config {
+	return &Config{
+		RequestTimeout: DefaultRequestTimeout,
+		Inventory: Inventory{
+			ResyncPeriod: DefaultResyncPeriod,
+			PollPeriod:   DefaultPollPeriod,
+			StaleAfter:   DefaultStaleAfter,
+		},
+		Labels: Labels{
+			TagLabelPrefixes: []string{DefaultTagPrefix},
+			TagTaintPrefixes: []string{DefaultTagPrefix},
+		},
+		Addresses: Addresses{InternalCIDRs: []string{}, ExternalCIDRs: []string{}},
+	}
+}
+
+// MarshalJSON writes RequestTimeout as a duration string; the token is redacted by Secret.
+func (c Config) MarshalJSON() ([]byte, error) {
+	// plain has Config's fields but not this method; the outer field shadows its namesake.
+	type plain Config
+	return json.Marshal(struct {
+		plain
+		RequestTimeout string `json:"requestTimeout"`
+	}{plain(c), c.RequestTimeout.String()})
+}
+
+// MarshalJSON writes the periods as duration strings.
+func (i Inventory) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		ResyncPeriod string `json:"resyncPeriod"`
+		PollPeriod   string `json:"pollPeriod"`
+		StaleAfter   string `json:"staleAfter"`
+	}{i.ResyncPeriod.String(), i.PollPeriod.String(), i.StaleAfter.String()})
+}
+
+// InternalPrefixes returns InternalCIDRs parsed; entries that do not parse are skipped
+// (Validate reports them).
+func (a Addresses) InternalPrefixes() []netip.Prefix { return parsePrefixes(a.InternalCIDRs) }
+
+// ExternalPrefixes returns ExternalCIDRs parsed; entries that do not parse are skipped
+// (Validate reports them).
+func (a Addresses) ExternalPrefixes() []netip.Prefix { return parsePrefixes(a.ExternalCIDRs) }
+
+func parsePrefixes(cidrs []string) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, s := range cidrs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}

@@ -1,0 +1,69 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// TLSConfig returns the TLS settings for XO: TLS 1.2 or newer, the system roots plus the
+// certificates of CAFile or CABundle, and no verification only when Insecure is set. It
+// reads CAFile again, so a rotated bundle is picked up by the next call.
+func (c *Config) TLSConfig() (*tls.Config, error) {
+	t := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Opt-in only, and Warnings tells the operator loudly.
+		InsecureSkipVerify: c.Insecure, //nolint:gosec // explicit user choice, warned about
+	}
+	var (
+		bundle []byte
+		source = "caBundle"
+	)
+	switch {
+	case c.CAFile != "" && c.CABundle != "":
+		return nil, errors.New("config: set at most one of caFile and caBundle")
+	case c.CAFile != "":
+		b, err := readRegularFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: caFile: %w", err)
+		}
+		bundle, source = b, "caFile "+c.CAFile
+	case c.CABundle != "":
+		bundle = []byte(c.CABundle)
+	default:
+		return t, nil
+	}
+	certs, msg := parseCerts(bundle)
+	if msg != "" {
+		return nil, fmt.Errorf("config: %s: %s", source, msg)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		// No system roots (e.g. a scratch image without CA certificates): the bundle alone.
+		pool = x509.NewCertPool()
+	}
+	for _, cert := range certs {
+		pool.AddCert(cert)
+	}
+	t.RootCAs = pool
+	return t, nil
+}
+
+// Warnings returns what the operator should be told loudly about c: disabled certificate
+// verification, a token sent in clear text, settings that have no effect.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.Insecure {
+		w = append(w, "insecure is true: XO's TLS certificate is not verified, so anyone on the network path "+
+			"can impersonate XO and capture the token; trust XO's CA with caFile or caBundle instead")
+		if c.CAFile != "" || c.CABundle != "" {
+			w = append(w, "caFile/caBundle has no effect while insecure is true")
+		}
+	}
+	if strings.HasPrefix(strings.ToLower(c.URL), "http://") {
+		w = append(w, "url uses http: the XO token travels unencrypted; use https")
+	}
+	return w
+}

@@ -1,0 +1,139 @@
+package common
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+)
+
+// Field indexes on Nodes, registered once per manager by SetupIndexes.
+const (
+	// IndexVM maps a Node to the uuid of its VM, from an xenorchestra providerID.
+	IndexVM = "xenorchestra.vm"
+	// IndexPool maps a Node to its pool uuid, from the providerID (or the region label).
+	IndexPool = "xenorchestra.pool"
+	// IndexHost maps a Node to the host its VM runs on, from the host_id label.
+	IndexHost = "xenorchestra.host"
+	// IndexUnresolved holds "true" for Nodes without a providerID: any new VM may be theirs.
+	IndexUnresolved = "xenorchestra.unresolved"
+)
+
+// SetupIndexes registers the Node field indexes the change source uses.
+func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	for name, fn := range map[string]client.IndexerFunc{
+		IndexVM: func(o client.Object) []string {
+			if _, vm, err := node.ParseProviderID(o.(*corev1.Node).Spec.ProviderID); err == nil {
+				return []string{vm}
+			}
+			return nil
+		},
+		IndexPool: func(o client.Object) []string {
+			n := o.(*corev1.Node)
+			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" {
+				return []string{pool}
+			}
+			if r := n.Labels[node.LabelRegion]; r != "" {
+				return []string{r}
+			}
+			return nil
+		},
+		IndexHost: func(o client.Object) []string {
+			if h := o.(*corev1.Node).Labels[node.LabelHostID]; h != "" {
+				return []string{h}
+			}
+			return nil
+		},
+		IndexUnresolved: func(o client.Object) []string {
+			if o.(*corev1.Node).Spec.ProviderID == "" {
+				return []string{"true"}
+			}
+			return nil
+		},
+	} {
+		if err := idx.IndexField(ctx, &corev1.Node{}, name, fn); err != nil {
+			return fmt.Errorf("index nodes by %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// changeBuffer bounds the changes waiting to be mapped to Nodes. When it is full (a relist
+// after an outage can change every VM at once) further changes collapse into one resync of
+// every Node, which is what they would amount to.
+const changeBuffer = 4096
+
+// ChangeSource returns a source that enqueues the Nodes an XO inventory change concerns: the
+// Node of a changed VM (through IndexVM), the Nodes on a changed host or pool, and, for a VM
+// change, the Nodes not yet tied to any VM. It lets an XO event reach the right Node in
+// milliseconds without listing anything.
+func ChangeSource(inv *inventory.Inventory, c client.Reader) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		changes := make(chan inventory.Change, changeBuffer)
+		overflow := make(chan struct{}, 1)
+		inv.AddHandler(func(ch inventory.Change) {
+			select {
+			case changes <- ch:
+			default:
+				select {
+				case overflow <- struct{}{}:
+				default:
+				}
+			}
+		})
+		go func() {
+			logger := log.FromContext(ctx).WithName("xo-changes")
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-overflow:
+					enqueue(ctx, c, q, nil)
+				case ch := <-changes:
+					var field, value string
+					switch ch.Kind {
+					case inventory.VMChanged:
+						field, value = IndexVM, ch.ID
+						enqueue(ctx, c, q, client.MatchingFields{IndexUnresolved: "true"})
+					case inventory.HostChanged:
+						field, value = IndexHost, ch.ID
+					case inventory.PoolChanged:
+						field, value = IndexPool, ch.ID
+					default:
+						continue
+					}
+					if err := enqueue(ctx, c, q, client.MatchingFields{field: value}); err != nil {
+						logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
+					}
+				}
+			}
+		}()
+		return nil
+	})
+}
+
+func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption) error {
+	var nodes corev1.NodeList
+	opts := []client.ListOption{}
+	if sel != nil {
+		opts = append(opts, sel)
+	}
+	if err := c.List(ctx, &nodes, opts...); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
+	}
+	return nil
+}

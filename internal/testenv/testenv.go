@@ -1,0 +1,111 @@
+// Package testenv starts a real etcd and kube-apiserver (controller-runtime's envtest) for
+// integration tests, with the binaries hack/testbin.sh builds, and optionally registers the
+// Node webhook so that the API server's admission chain calls it over TLS.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+)
+
+// Options configures Start.
+type Options struct {
+	// Webhook registers the Node webhook, served by the test at WebhookHost:WebhookPort
+	// with the certificate in WebhookCertDir.
+	Webhook bool
+	// FailurePolicy of the webhook; default Ignore, as the chart installs it.
+	FailurePolicy admissionregistrationv1.FailurePolicyType
+	// TimeoutSeconds of the webhook; default 5, as the chart installs it.
+	TimeoutSeconds int32
+	// APIServerArgs are extra kube-apiserver flags (name without dashes → values).
+	APIServerArgs map[string][]string
+	// CRDPaths are CRD files or folders to install.
+	CRDPaths []string
+}
+
+// Env is a running control plane.
+type Env struct {
+	*envtest.Environment
+	Config *rest.Config
+	Client client.Client
+}
+
+// AssetsDir returns the folder holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS, else the
+// cache folder of hack/testbin.sh. It fails, saying how to fix it, when they are missing.
+func AssetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		out, err := exec.Command("bash", filepath.Join(RepoRoot(), "hack", "testbin.sh"), "--path").Output()
+		if err != nil {
+			return "", fmt.Errorf("hack/testbin.sh --path: %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%s missing in %s: run `make testbin` (or hack/testbin.sh) first", b, dir)
+		}
+	}
+	return dir, nil
+}
+
+// RepoRoot returns the repository's root folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Start starts etcd and kube-apiserver.
+func Start(o Options) (*Env, error) {
+	dir, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     o.CRDPaths,
+		ErrorIfCRDPathMissing: true,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	for k, vs := range o.APIServerArgs {
+		api.Configure().Set(k, vs...)
+	}
+	if o.Webhook {
+		fp := o.FailurePolicy
+		if fp == "" {
+			fp = admissionregistrationv1.Ignore
+		}
+		timeout := o.TimeoutSeconds
+		if timeout == 0 {
+			timeout = 5
+		}
+		path := webhook.Path
+		cfg := webhook.Configuration("xenorchestra-cloud-controller-manager", &admissionregistrationv1.ServiceReference{
+			Name: "xenorchestra-cloud-controller-manager", Namespace: "kube-system", Path: &path,
+		}, fp, timeout)
+		env.WebhookInstallOptions.MutatingWebhooks = []*admissionregistrationv1.MutatingWebhookConfiguration{cfg}
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start envtest: %w", err)
+	}
+	// Bursts of hundreds of Nodes in tests must not wait on client-side throttling.
+	cfg.QPS, cfg.Burst = 2000, 4000
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return &Env{Environment: env, Config: cfg, Client: c}, nil
+}

@@ -1,0 +1,272 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+)
+
+// fakeSource serves fixed listings; hooks let a test act in the middle of a relist.
+type fakeSource struct {
+	mu       sync.Mutex
+	vms      []xo.VM
+	hosts    []xo.Host
+	pools    []xo.Pool
+	servers  []xo.Server
+	err      error
+	duringVM func()
+}
+
+func (f *fakeSource) ListVMs(_ context.Context, fn func(*xo.VM)) error {
+	f.mu.Lock()
+	vms, err, hook := append([]xo.VM(nil), f.vms...), f.err, f.duringVM
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	if err != nil {
+		return err
+	}
+	for i := range vms {
+		fn(&vms[i])
+	}
+	return nil
+}
+
+func (f *fakeSource) ListHosts(_ context.Context, fn func(*xo.Host)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.hosts {
+		h := f.hosts[i]
+		fn(&h)
+	}
+	return nil
+}
+
+func (f *fakeSource) ListPools(_ context.Context, fn func(*xo.Pool)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.pools {
+		p := f.pools[i]
+		fn(&p)
+	}
+	return nil
+}
+
+func (f *fakeSource) ListServers(_ context.Context, fn func(*xo.Server)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.servers {
+		s := f.servers[i]
+		fn(&s)
+	}
+	return nil
+}
+
+func (f *fakeSource) Watch(ctx context.Context, _ xo.WatchOptions, _ func(xo.Event)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+const (
+	poolA = "5e0b1a6c-8f2d-4c39-a1e7-0d9b3c4f2a10"
+	poolB = "6f1c2b7d-9a3e-4d4a-b2f8-1eac4d5a3b21"
+	hostA = "b61a5c92-700e-4966-a13b-00633f03eea8"
+	vm1   = "3f1c2b7e-0c4a-4d2b-9e51-6a0f2e8b1c11"
+	vm2   = "a7d94e20-51b3-4f8e-8c02-93e1d5f4ab76"
+)
+
+func source() *fakeSource {
+	return &fakeSource{
+		vms: []xo.VM{
+			{ID: vm1, NameLabel: "worker-1", PowerState: xo.PowerStateRunning, PoolID: poolA, Container: hostA, MainIPAddress: "10.0.0.1", Addresses: map[string]string{"0/ipv4/0": "10.0.0.1", "0/ipv6/0": "fd00::1"}},
+			{ID: vm2, NameLabel: "worker-2", PowerState: xo.PowerStateHalted, PoolID: poolA, Container: poolA},
+		},
+		hosts:   []xo.Host{{ID: hostA, NameLabel: "host-a", PoolID: poolA}},
+		pools:   []xo.Pool{{ID: poolA, NameLabel: "pool-a"}},
+		servers: []xo.Server{{ID: "s1", PoolID: poolA, Status: xo.ServerConnected}},
+	}
+}
+
+func newInventory(src Source, clk *clocktesting.FakeClock) *Inventory {
+	return New(src, Options{Clock: clk, Log: logr.Discard(), StaleAfter: time.Minute})
+}
+
+func TestRelistBuildsIndexes(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	inv := newInventory(source(), clk)
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := inv.Snapshot()
+	if s.VM(vm1) == nil || s.VM("3F1C2B7E-0C4A-4D2B-9E51-6A0F2E8B1C11") == nil {
+		t.Fatal("VM lookup by id (any case) failed")
+	}
+	if got := s.VMsByName("worker-2"); len(got) != 1 || got[0].ID != vm2 {
+		t.Fatalf("VMsByName = %v", got)
+	}
+	if got := s.VMsByAddress("fd00::1"); len(got) != 1 || got[0].ID != vm1 {
+		t.Fatalf("VMsByAddress(fd00::1) = %v", got)
+	}
+	if s.Host(hostA) == nil || s.Pool(poolA) == nil || !s.PoolConnected(poolA) {
+		t.Fatal("host, pool or connection missing")
+	}
+	if !s.Complete() || !inv.HasSynced() {
+		t.Fatal("a fresh complete listing must be Complete and synced")
+	}
+	clk.Step(2 * time.Minute)
+	if s.Complete() {
+		t.Fatal("a listing older than StaleAfter without event stream must not be Complete")
+	}
+}
+
+func TestFailedRelistKeepsSnapshot(t *testing.T) {
+	src := source()
+	inv := newInventory(src, clocktesting.NewFakeClock(time.Now()))
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := inv.Snapshot()
+	src.mu.Lock()
+	src.vms = src.vms[:1]
+	src.err = &xo.Error{Kind: xo.KindBadResponse, Op: "list vms", Message: "listing cut short"}
+	src.mu.Unlock()
+	if err := inv.Relist(context.Background()); !xo.IsBadResponse(err) {
+		t.Fatalf("Relist error = %v, want the listing's bad response", err)
+	}
+	if inv.Snapshot() != before || inv.Snapshot().VM(vm2) == nil {
+		t.Fatal("a failed listing replaced the snapshot")
+	}
+	if inv.LastError() == nil {
+		t.Fatal("LastError must report the failure")
+	}
+}
+
+func TestDisconnectedServerMakesIncomplete(t *testing.T) {
+	src := source()
+	src.servers = append(src.servers, xo.Server{ID: "s2", PoolID: poolB, Status: xo.ServerDisconnected})
+	inv := newInventory(src, clocktesting.NewFakeClock(time.Now()))
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := inv.Snapshot()
+	if s.Complete() {
+		t.Fatal("a disconnected server must make the snapshot incomplete")
+	}
+	if !s.PoolConnected(poolA) || s.PoolConnected(poolB) {
+		t.Fatal("PoolConnected wrong")
+	}
+}
+
+func TestEventsApplyAndNotify(t *testing.T) {
+	inv := newInventory(source(), clocktesting.NewFakeClock(time.Now()))
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []Change
+	inv.AddHandler(func(c Change) { got = append(got, c) })
+	old := inv.Snapshot()
+
+	moved := *old.VM(vm1)
+	moved.Container = "c0ffee00-0000-4000-8000-000000000001"
+	moved.NameLabel = "renamed"
+	inv.apply(xo.Event{Type: xo.EventUpdate, Collection: xo.CollectionVM, VM: &moved})
+	s := inv.Snapshot()
+	if s.VM(vm1).Container != moved.Container || len(s.VMsByName("worker-1")) != 0 || len(s.VMsByName("renamed")) != 1 {
+		t.Fatal("update not applied to the VM and its name index")
+	}
+	if old.VM(vm1).NameLabel != "worker-1" || len(old.VMsByName("worker-1")) != 1 {
+		t.Fatal("an event modified an older snapshot")
+	}
+	same := *s.VM(vm1)
+	inv.apply(xo.Event{Type: xo.EventUpdate, Collection: xo.CollectionVM, VM: &same})
+	inv.apply(xo.Event{Type: xo.EventRemove, Collection: xo.CollectionVM, VM: &xo.VM{ID: vm2}})
+	if inv.Snapshot().VM(vm2) != nil {
+		t.Fatal("remove not applied")
+	}
+	inv.apply(xo.Event{Type: xo.EventRemove, Collection: xo.CollectionPool, Pool: &xo.Pool{ID: poolA}})
+	if inv.Snapshot().PoolConnected(poolA) || inv.Snapshot().Complete() {
+		t.Fatal("a removed pool must count as disconnected")
+	}
+	want := []Change{{VMChanged, vm1, poolA}, {VMChanged, vm2, ""}, {PoolChanged, poolA, poolA}}
+	if len(got) != len(want) {
+		t.Fatalf("changes = %v, want %v (an unchanged update must not notify)", got, want)
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || got[i].ID != want[i].ID {
+			t.Fatalf("change %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestEventDuringRelistWins(t *testing.T) {
+	src := source()
+	inv := newInventory(src, clocktesting.NewFakeClock(time.Now()))
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// While the VMs are being listed (the listing still says Running), an event says the VM
+	// halted: the newer event must survive the listing.
+	src.duringVM = func() {
+		halted := *inv.Snapshot().VM(vm1)
+		halted.PowerState = xo.PowerStateHalted
+		halted.Container = poolA
+		inv.apply(xo.Event{Type: xo.EventUpdate, Collection: xo.CollectionVM, VM: &halted})
+	}
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.Snapshot().VM(vm1).PowerState; got != xo.PowerStateHalted {
+		t.Fatalf("power state after relist = %s, want the event's Halted", got)
+	}
+}
+
+func TestRelistDiffNotifies(t *testing.T) {
+	src := source()
+	inv := newInventory(src, clocktesting.NewFakeClock(time.Now()))
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got []Change
+	inv.AddHandler(func(c Change) { got = append(got, c) })
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("an identical relist published %v", got)
+	}
+	src.mu.Lock()
+	src.vms[1].PowerState = xo.PowerStateRunning
+	src.mu.Unlock()
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != vm2 {
+		t.Fatalf("changes = %v, want only %s", got, vm2)
+	}
+}
+
+func TestStartWithoutStream(t *testing.T) {
+	src := source()
+	inv := New(src, Options{DisableEventStream: true, Log: logr.Discard()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = inv.Start(ctx); close(done) }()
+	select {
+	case <-inv.Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("inventory did not sync")
+	}
+	cancel()
+	<-done
+	if errors.Is(inv.LastError(), context.Canceled) {
+		t.Fatal("cancel must not count as a refresh error")
+	}
+}
