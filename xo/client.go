@@ -112,9 +112,11 @@ func (discardLogger) Errorf(string, ...any) {}
 func (discardLogger) Warnf(string, ...any)  {}
 func (discardLogger) Debugf(string, ...any) {}
 
-// do runs one request with retries and returns the open response; the caller closes the body.
-// Only reads (GET) are retried.
-func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, body any) (*http.Response, error) {
+// do runs one request with retries and hands the successful response to read, which must
+// consume what it needs of the body (do closes it). Only reads (GET) are retried: after a
+// network error, a 429 or a 5xx, and after a read that failed on the network before passing
+// anything on (read returns a transport error from the body).
+func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, body any, read func(*http.Response) error) error {
 	tries := 1
 	if method == http.MethodGet {
 		tries += c.retries
@@ -123,40 +125,51 @@ func (c *Client) do(ctx context.Context, op, method, path string, query url.Valu
 	for attempt := 0; attempt < tries; attempt++ {
 		if attempt > 0 {
 			if err := sleep(ctx, backoff(c.retryWait, attempt)); err != nil {
-				return nil, lastErr
+				return lastErr
 			}
 		}
-		start := time.Now()
-		req := c.r.R().SetContext(ctx)
-		if query != nil {
-			req.SetQueryParamsFromValues(query)
+		retry, err := c.try(ctx, op, method, path, query, body, read)
+		if err == nil || !retry || ctx.Err() != nil {
+			return err
 		}
-		if body != nil {
-			req.SetHeader("Content-Type", "application/json").SetBody(body)
-		}
-		resp, err := req.Execute(method, path)
-		if err != nil {
-			lastErr = transportError(op, err)
-			observe(op, start, lastErr)
-			if ctx.Err() != nil {
-				return nil, lastErr
-			}
-			continue
-		}
-		raw := resp.RawResponse
-		if raw.StatusCode >= 200 && raw.StatusCode < 300 {
-			observe(op, start, nil)
-			return raw, nil
-		}
-		b, _ := io.ReadAll(io.LimitReader(raw.Body, 64<<10))
-		raw.Body.Close()
-		lastErr = statusError(op, raw.StatusCode, raw.Header.Get("Content-Type"), b)
-		observe(op, start, lastErr)
-		if !IsServerError(lastErr) {
-			return nil, lastErr
-		}
+		lastErr = err
 	}
-	return nil, lastErr
+	return lastErr
+}
+
+// try makes one attempt; retry says whether a failure may be retried.
+func (c *Client) try(ctx context.Context, op, method, path string, query url.Values, body any, read func(*http.Response) error) (retry bool, err error) {
+	start := time.Now()
+	defer func() { observe(op, start, err) }()
+	req := c.r.R().SetContext(ctx)
+	if query != nil {
+		req.SetQueryParamsFromValues(query)
+	}
+	if body != nil {
+		req.SetHeader("Content-Type", "application/json").SetBody(body)
+	}
+	resp, rerr := req.Execute(method, path)
+	if rerr != nil {
+		return true, transportError(op, rerr)
+	}
+	raw := resp.RawResponse
+	defer raw.Body.Close()
+	if raw.StatusCode < 200 || raw.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(raw.Body, 64<<10))
+		e := statusError(op, raw.StatusCode, raw.Header.Get("Content-Type"), b)
+		return e.Kind == KindServerError, e
+	}
+	if read == nil {
+		return false, nil
+	}
+	if err := read(raw); err != nil {
+		var xe *Error
+		if errors.As(err, &xe) {
+			return xe.Kind == KindUnavailable, err
+		}
+		return false, &Error{Op: op, Kind: KindBadResponse, StatusCode: raw.StatusCode, Message: "undecodable body", Err: err}
+	}
+	return false, nil
 }
 
 // transportError wraps a network failure. url.Error carries the URL (never the cookie).
@@ -190,19 +203,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// get fetches one JSON object into out.
+// get fetches one JSON object into out. The body is read whole first, so that a connection cut
+// mid-body is a retryable network error rather than a decoding one.
 func (c *Client) get(ctx context.Context, op, path string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.do(ctx, op, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out); err != nil {
-		return &Error{Op: op, Kind: KindBadResponse, StatusCode: resp.StatusCode, Message: "undecodable body", Err: err}
-	}
-	return nil
+	return c.do(ctx, op, http.MethodGet, path, nil, nil, func(resp *http.Response) error {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		if err != nil {
+			return &Error{Op: op, Kind: KindUnavailable, StatusCode: resp.StatusCode, Message: "body cut short", Err: err}
+		}
+		return json.Unmarshal(b, out)
+	})
 }
 
 // GetVM reads one VM. A VM absent from XO's store is an error for which IsNotFound is true.
@@ -276,27 +288,22 @@ func list[T any](ctx context.Context, c *Client, collection string, fields []str
 	defer cancel()
 	q := url.Values{"fields": {strings.Join(fields, ",")}, "ndjson": {"true"}}
 	start := time.Now()
-	resp, err := c.do(ctx, op, http.MethodGet, "/"+collection, q, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	n, err := decodeNDJSON(resp.Body, id, fn)
-	listedObjects.WithLabelValues(collection).Set(float64(n))
-	if err != nil {
-		var xe *Error
-		if !errors.As(err, &xe) {
+	// A listing is not retried once objects were passed on: the caller would get them twice.
+	// The inventory relists with its own backoff.
+	err := c.do(ctx, op, http.MethodGet, "/"+collection, q, nil, func(resp *http.Response) error {
+		n, err := decodeNDJSON(resp.Body, id, fn)
+		listedObjects.WithLabelValues(collection).Set(float64(n))
+		if err != nil {
+			kind := KindBadResponse
 			if ctx.Err() != nil {
-				err = &Error{Op: op, Kind: KindUnavailable, Message: "listing cut short", Err: ctx.Err()}
-			} else {
-				err = &Error{Op: op, Kind: KindBadResponse, Message: "listing cut short", Err: err}
+				kind, err = KindUnavailable, ctx.Err()
 			}
+			return &Error{Op: op, Kind: kind, Message: "listing cut short", Err: err}
 		}
-		observe(op+" stream", start, err)
-		return err
-	}
-	observe(op+" stream", start, nil)
-	return nil
+		return nil
+	})
+	observe(op+" stream", start, err)
+	return err
 }
 
 // decodeNDJSON decodes one JSON value per line from r. It returns the number of distinct objects

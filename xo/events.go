@@ -202,12 +202,11 @@ func (c *Client) subscribe(ctx context.Context, conn string, subs []Subscription
 	for _, s := range subs {
 		op := "subscribe " + s.Collection
 		sctx, cancel := context.WithTimeout(ctx, c.timeout)
-		resp, err := c.do(sctx, op, http.MethodPost, "/events/"+url.PathEscape(conn)+"/subscriptions", nil, s)
+		err := c.do(sctx, op, http.MethodPost, "/events/"+url.PathEscape(conn)+"/subscriptions", nil, s, nil)
 		cancel()
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
 	}
 	return nil
 }

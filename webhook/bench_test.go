@@ -1,0 +1,250 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
+
+// benchInventory returns an inventory holding n VMs spread over 4 pools of 8 hosts, and the
+// VM ids.
+func benchInventory(b *testing.B, n int) (*inventory.Inventory, []string) {
+	b.Helper()
+	sim := xosim.New(xosim.Options{Tokens: []string{token}})
+	var specs []xosim.VMSpec
+	for p := range 4 {
+		pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: fmt.Sprintf("pool-%d", p)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var hosts []string
+		for h := range 8 {
+			id, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: fmt.Sprintf("host-%d-%d", p, h)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hosts = append(hosts, id)
+		}
+		for i := range n / 4 {
+			specs = append(specs, xosim.VMSpec{PoolID: pool, HostID: hosts[i%8], NameLabel: fmt.Sprintf("vm-%d-%d", p, i),
+				CPUs: 4, Memory: 8 * xosim.GiB, IPs: []string{fmt.Sprintf("10.%d.%d.%d", p, i/250, i%250+1)}, Tags: []string{"k8s.xenorchestra/label:tag.k8s.xenorchestra/env=prod"}})
+		}
+	}
+	ids, err := sim.AddVMs(specs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	b.Cleanup(srv.Close)
+	c, err := xo.New(xo.Options{URL: srv.URL, Token: token})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv := inventory.New(c, inventory.Options{DisableEventStream: true, Log: logr.Discard()})
+	if err := inv.Relist(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return inv, ids
+}
+
+type discardRecorder struct{}
+
+func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
+
+var _ events.EventRecorder = discardRecorder{}
+
+// admissionRequest is the AdmissionReview request the API server sends for a kubelet's Node.
+func admissionRequest(b *testing.B, name, systemUUID string) admission.Request {
+	b.Helper()
+	n := testenv.KubeletNode(name, testenv.WithSystemUUID(systemUUID), testenv.WithNodeIP("192.0.2.10"))
+	n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+	raw, err := json.Marshal(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       types.UID("0b4b0a8e-9a9c-4b23-9b41-5c1e1b2d3c4e"),
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Node"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "nodes"},
+		Name:      name,
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: raw},
+	}}
+}
+
+func newHandler(inv *inventory.Inventory) *admission.Webhook {
+	d := &webhook.NodeDefaulter{
+		Inventory: inv, Recorder: discardRecorder{},
+		Labels: node.LabelOptions{TagLabelPrefixes: []string{"tag.k8s.xenorchestra/"}},
+	}
+	return admission.WithDefaulter(scheme.Scheme, admission.Defaulter[*corev1.Node](d))
+}
+
+// percentiles reports p50 and p99 of the recorded durations as benchmark metrics.
+func percentiles(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkAdmissionHandler measures one admission as controller-runtime's handler runs it:
+// decode the Node, resolve its VM from memory, compute the labels, build the JSON patch.
+func BenchmarkAdmissionHandler(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("vms=%d", n), func(b *testing.B) {
+			inv, ids := benchInventory(b, n)
+			h := newHandler(inv)
+			reqs := make([]admission.Request, 256)
+			for i := range reqs {
+				reqs[i] = admissionRequest(b, fmt.Sprintf("node-%d", i), ids[(i*37)%len(ids)])
+			}
+			ctx := context.Background()
+			durations := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				start := time.Now()
+				resp := h.Handle(ctx, reqs[i%len(reqs)])
+				durations = append(durations, time.Since(start))
+				if !resp.Allowed || len(resp.Patches) == 0 {
+					b.Fatalf("not mutated: %+v", resp.Result)
+				}
+			}
+			percentiles(b, durations)
+		})
+	}
+}
+
+// BenchmarkAdmissionHTTPS measures the full HTTPS round trip to controller-runtime's webhook
+// server under 64 concurrent clients, with 10,000 VMs in the inventory.
+func BenchmarkAdmissionHTTPS(b *testing.B) {
+	inv, ids := benchInventory(b, 10000)
+	dir := b.TempDir()
+	pool := writeCert(b, dir)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
+	srv.Register(webhook.Path, newHandler(inv))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Start(ctx) }()
+	for srv.StartedChecker()(nil) != nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	bodies := make([][]byte, 256)
+	for i := range bodies {
+		req := admissionRequest(b, fmt.Sprintf("node-%d", i), ids[(i*37)%len(ids)])
+		review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req.AdmissionRequest}
+		if bodies[i], err = json.Marshal(review); err != nil {
+			b.Fatal(err)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true,
+	}}
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path)
+	var mu sync.Mutex
+	var durations []time.Duration
+	b.SetParallelism(32) // 32 × GOMAXPROCS(2) = 64 concurrent clients
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var local []time.Duration
+		i := 0
+		for pb.Next() {
+			start := time.Now()
+			resp, err := client.Post(url, "application/json", bytes.NewReader(bodies[i%len(bodies)]))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			var review admissionv1.AdmissionReview
+			err = json.NewDecoder(resp.Body).Decode(&review)
+			resp.Body.Close()
+			if err != nil || review.Response == nil || !review.Response.Allowed || len(review.Response.Patch) == 0 {
+				b.Errorf("bad answer: %v %+v", err, review.Response)
+				return
+			}
+			local = append(local, time.Since(start))
+			i++
+		}
+		mu.Lock()
+		durations = append(durations, local...)
+		mu.Unlock()
+	})
+	b.ReportMetric(float64(len(durations))/b.Elapsed().Seconds(), "req/s")
+	percentiles(b, durations)
+}
+
+// writeCert writes a self-signed serving certificate for 127.0.0.1 as tls.crt and tls.key.
+func writeCert(b *testing.B, dir string) *x509.CertPool {
+	b.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}

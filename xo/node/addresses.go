@@ -1,0 +1,168 @@
+package node
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+)
+
+// AddressOptions decide which VM guest addresses become InternalIP or ExternalIP.
+type AddressOptions struct {
+	// InternalCIDRs, when not empty, restricts the InternalIPs taken from the VM's guest
+	// addresses to these networks. It does not filter the kubelet's provided node IPs.
+	InternalCIDRs []*net.IPNet
+	// ExternalCIDRs lists the networks whose guest addresses become ExternalIP. Empty (the
+	// default): no ExternalIP. An address in both lists is external.
+	ExternalCIDRs []*net.IPNet
+}
+
+// Addresses returns the addresses a Node should carry in status.addresses:
+//
+//  1. InternalIP: the kubelet's alpha.kubernetes.io/provided-node-ip (comma-separated, IPv4 and
+//     IPv6) when it holds a usable address; otherwise the VM's guest addresses, mainIpAddress
+//     first, then the "addresses" map in key order (<dev>/<ipv4|ipv6>/<n>, numbers compared
+//     as numbers), restricted to opts.InternalCIDRs when that is set.
+//  2. ExternalIP: the VM's guest addresses inside opts.ExternalCIDRs (also when the kubelet
+//     provided its node IP).
+//  3. Hostname: the node name.
+//
+// Loopback, link-local, multicast, unspecified and zoned addresses are skipped; addresses are
+// written in canonical form and de-duplicated (the first occurrence wins). The order is
+// deterministic. It returns nil when no IP address is found, so that a caller never replaces
+// the node's addresses with a bare hostname while the guest agent has not reported yet.
+func Addresses(n *corev1.Node, vm *xo.VM, opts AddressOptions) []corev1.NodeAddress {
+	if n == nil {
+		return nil
+	}
+	var out []corev1.NodeAddress
+	add := func(t corev1.NodeAddressType, ip string) {
+		for _, a := range out {
+			if a.Address == ip {
+				return
+			}
+		}
+		out = append(out, corev1.NodeAddress{Type: t, Address: ip})
+	}
+
+	forEachCSV(n.Annotations[AnnotationProvidedNodeIP], func(s string) {
+		if a, ip, ok := canonicalIP(s); ok && usableAddr(a) {
+			add(corev1.NodeInternalIP, ip)
+		}
+	})
+	provided := len(out) > 0
+
+	for _, s := range guestAddresses(vm) {
+		a, ip, ok := canonicalIP(s)
+		if !ok || !usableAddr(a) {
+			continue
+		}
+		switch {
+		case inCIDRs(a, opts.ExternalCIDRs):
+			add(corev1.NodeExternalIP, ip)
+		case provided:
+		case len(opts.InternalCIDRs) == 0 || inCIDRs(a, opts.InternalCIDRs):
+			add(corev1.NodeInternalIP, ip)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if n.Name != "" {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
+	}
+	return out
+}
+
+// guestAddresses returns the VM's guest addresses in Addresses' order (duplicates included).
+func guestAddresses(vm *xo.VM) []string {
+	if vm == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(vm.Addresses))
+	for k := range vm.Addresses {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareAddressKey)
+	out := make([]string, 0, len(keys)+1)
+	if vm.MainIPAddress != "" {
+		out = append(out, vm.MainIPAddress)
+	}
+	for _, k := range keys {
+		out = append(out, vm.Addresses[k])
+	}
+	return out
+}
+
+// compareAddressKey orders XO address keys "<dev>/<ipv4|ipv6>/<n>" segment by segment,
+// comparing all-digit segments as numbers, so "2/ipv4/0" comes before "10/ipv4/0".
+func compareAddressKey(a, b string) int {
+	for {
+		sa, ra, moreA := strings.Cut(a, "/")
+		sb, rb, moreB := strings.Cut(b, "/")
+		if c := compareSegment(sa, sb); c != 0 {
+			return c
+		}
+		switch {
+		case !moreA && !moreB:
+			return 0
+		case !moreA:
+			return -1
+		case !moreB:
+			return 1
+		}
+		a, b = ra, rb
+	}
+}
+
+func compareSegment(a, b string) int {
+	if allDigits(a) && allDigits(b) {
+		ta, tb := strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if len(ta) != len(tb) {
+			if len(ta) < len(tb) {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(ta, tb); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// inCIDRs reports whether a is inside one of the networks.
+func inCIDRs(a netip.Addr, nets []*net.IPNet) bool {
+	if len(nets) == 0 {
+		return false
+	}
+	ip := net.IP(a.AsSlice())
+	for _, n := range nets {
+		if n != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// AddressesEqual reports whether two address lists are the same, in the same order (order
+// matters: the first InternalIP of a family is the node's IP for that family).
+func AddressesEqual(a, b []corev1.NodeAddress) bool {
+	return slices.Equal(a, b)
+}

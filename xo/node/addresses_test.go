@@ -1,0 +1,159 @@
+package node
+
+import (
+	"net"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+)
+
+func cidrs(t *testing.T, ss ...string) []*net.IPNet {
+	t.Helper()
+	var out []*net.IPNet
+	for _, s := range ss {
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func addrs(kv ...string) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeAddressType(kv[i]), Address: kv[i+1]})
+	}
+	return out
+}
+
+const (
+	internal = string(corev1.NodeInternalIP)
+	external = string(corev1.NodeExternalIP)
+	hostname = string(corev1.NodeHostName)
+)
+
+func TestAddresses(t *testing.T) {
+	guest := &xo.VM{
+		MainIPAddress: "10.0.0.5",
+		Addresses: map[string]string{
+			"0/ipv4/0":  "10.0.0.5",
+			"0/ipv4/1":  "192.0.2.10",
+			"0/ipv6/0":  "fe80::4c1:6ff:fe9a:12",
+			"0/ipv6/1":  "2001:DB8:0::7",
+			"10/ipv4/0": "10.0.10.5",
+			"2/ipv4/0":  "10.0.2.5",
+			"3/ipv4/0":  "127.0.0.1",
+			"4/ipv4/0":  "not an ip",
+			"5/ipv4/0":  "0.0.0.0",
+			"6/ipv6/0":  "::ffff:10.0.6.5",
+		},
+	}
+	tests := []struct {
+		name string
+		node *corev1.Node
+		vm   *xo.VM
+		opts AddressOptions
+		want []corev1.NodeAddress
+	}{
+		{
+			name: "guest addresses, mainIpAddress first, keys in numeric order",
+			node: testNode("n1"), vm: guest,
+			want: addrs(internal, "10.0.0.5", internal, "192.0.2.10", internal, "2001:db8::7",
+				internal, "10.0.2.5", internal, "10.0.6.5", internal, "10.0.10.5", hostname, "n1"),
+		},
+		{
+			name: "provided node IP wins for InternalIP",
+			node: testNode("n1", withAnnotation(AnnotationProvidedNodeIP, "10.0.2.5, 2001:db8::99")), vm: guest,
+			want: addrs(internal, "10.0.2.5", internal, "2001:db8::99", hostname, "n1"),
+		},
+		{
+			name: "provided node IP plus ExternalIPs by CIDR",
+			node: testNode("n1", withAnnotation(AnnotationProvidedNodeIP, "10.0.2.5")), vm: guest,
+			opts: AddressOptions{ExternalCIDRs: cidrs(t, "192.0.2.0/24", "10.0.2.0/24")},
+			want: addrs(internal, "10.0.2.5", external, "192.0.2.10", hostname, "n1"),
+		},
+		{
+			name: "ExternalCIDRs and InternalCIDRs",
+			node: testNode("n1"), vm: guest,
+			opts: AddressOptions{InternalCIDRs: cidrs(t, "10.0.0.0/16"), ExternalCIDRs: cidrs(t, "192.0.2.0/24", "2001:db8::/32")},
+			want: addrs(internal, "10.0.0.5", external, "192.0.2.10", external, "2001:db8::7",
+				internal, "10.0.2.5", internal, "10.0.6.5", internal, "10.0.10.5", hostname, "n1"),
+		},
+		{
+			name: "InternalCIDRs restrict guest addresses",
+			node: testNode("n1"), vm: guest,
+			opts: AddressOptions{InternalCIDRs: cidrs(t, "10.0.2.0/24", "2001:db8::/32")},
+			want: addrs(internal, "2001:db8::7", internal, "10.0.2.5", hostname, "n1"),
+		},
+		{
+			name: "address in both lists is external",
+			node: testNode("n1"), vm: &xo.VM{MainIPAddress: "10.0.0.5"},
+			opts: AddressOptions{InternalCIDRs: cidrs(t, "10.0.0.0/8"), ExternalCIDRs: cidrs(t, "10.0.0.0/24")},
+			want: addrs(external, "10.0.0.5", hostname, "n1"),
+		},
+		{
+			name: "unusable provided node IPs fall back to guest addresses",
+			node: testNode("n1", withAnnotation(AnnotationProvidedNodeIP, "127.0.0.1,garbage,")), vm: &xo.VM{MainIPAddress: "10.0.0.5"},
+			want: addrs(internal, "10.0.0.5", hostname, "n1"),
+		},
+		{
+			name: "no VM, provided node IP only",
+			node: testNode("n1", withAnnotation(AnnotationProvidedNodeIP, "10.1.1.1")),
+			want: addrs(internal, "10.1.1.1", hostname, "n1"),
+		},
+		{
+			name: "no IP at all: nil",
+			node: testNode("n1"), vm: &xo.VM{Addresses: map[string]string{"0/ipv6/0": "fe80::1"}},
+		},
+		{
+			name: "nil node",
+			vm:   guest,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Addresses(tt.node, tt.vm, tt.opts)
+			if !AddressesEqual(got, tt.want) {
+				t.Fatalf("Addresses =\n %v\nwant\n %v", got, tt.want)
+			}
+			if tt.want == nil && got != nil {
+				t.Fatalf("want nil, got %v", got)
+			}
+			for i := 0; i < 5; i++ {
+				if again := Addresses(tt.node, tt.vm, tt.opts); !AddressesEqual(again, got) {
+					t.Fatalf("not deterministic: %v vs %v", again, got)
+				}
+			}
+		})
+	}
+}
+
+func TestCompareAddressKey(t *testing.T) {
+	keys := []string{"10/ipv4/0", "2/ipv6/0", "2/ipv4/10", "2/ipv4/2", "eth0/ipv4/0", "02/ipv4/0", "2/ipv4", "1/ipv4/0"}
+	slices.SortFunc(keys, compareAddressKey)
+	want := []string{"1/ipv4/0", "02/ipv4/0", "2/ipv4", "2/ipv4/2", "2/ipv4/10", "2/ipv6/0", "10/ipv4/0", "eth0/ipv4/0"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("sorted = %q, want %q", keys, want)
+	}
+}
+
+func TestAddressesEqual(t *testing.T) {
+	a := addrs(internal, "10.0.0.1", hostname, "n")
+	if !AddressesEqual(a, addrs(internal, "10.0.0.1", hostname, "n")) {
+		t.Fatal("equal lists reported different")
+	}
+	if AddressesEqual(a, addrs(hostname, "n", internal, "10.0.0.1")) {
+		t.Fatal("order must matter")
+	}
+	if AddressesEqual(a, addrs(external, "10.0.0.1", hostname, "n")) {
+		t.Fatal("type must matter")
+	}
+	if !AddressesEqual(nil, []corev1.NodeAddress{}) {
+		t.Fatal("nil and empty are equal")
+	}
+}
