@@ -1,0 +1,173 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/cloudnode"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+)
+
+// version is stamped at build time (-ldflags -X .../cmd/app.version=...).
+var version = "dev"
+
+// Version returns the build's version.
+func Version() string { return version }
+
+var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "xenorchestra_build_info",
+	Help: "Build information; always 1.",
+}, []string{"version", "goversion"})
+
+func init() {
+	metrics.Registry.MustRegister(buildInfo)
+}
+
+// Run loads the XO config, builds the Manager with the inventory, the webhook and the selected
+// controllers, and runs it until ctx ends. env reads environment variables (os.Getenv).
+func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(string) string) error {
+	log := ctrl.Log.WithName("setup")
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cfg, err := config.Load(o.ConfigFile, env)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings() {
+		log.Info("WARNING: " + w)
+	}
+	tlsConfig, err := cfg.TLSConfig()
+	if err != nil {
+		return err
+	}
+	xoClient, err := xo.New(xo.Options{
+		URL:       cfg.URL,
+		Token:     cfg.Token.Reveal(),
+		TLSConfig: tlsConfig,
+		Timeout:   cfg.RequestTimeout,
+		UserAgent: "xenorchestra-cloud-controller-manager/" + version,
+	})
+	if err != nil {
+		return err
+	}
+
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.QPS, restConfig.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
+	restConfig.UserAgent = "xenorchestra-cloud-controller-manager/" + version
+	mgrOpts := ctrl.Options{
+		Scheme:                        clientgoscheme.Scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              LeaseName,
+		LeaderElectionNamespace:       o.LeaderElectNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.Webhook {
+		mgrOpts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host:    o.WebhookHost,
+			Port:    o.WebhookPort,
+			CertDir: o.WebhookCertDir,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }},
+		})
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	inv := inventory.New(xoClient, inventory.Options{
+		ResyncPeriod: cfg.Inventory.ResyncPeriod,
+		PollPeriod:   cfg.Inventory.PollPeriod,
+		StaleAfter:   cfg.Inventory.StaleAfter,
+		Log:          ctrl.Log.WithName("inventory"),
+	})
+	if err := mgr.Add(inv); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("xo-inventory", func(*http.Request) error { return inv.ReadyCheck(nil) }); err != nil {
+		return err
+	}
+
+	labels := node.LabelOptions{TagLabelPrefixes: cfg.Labels.TagLabelPrefixes, TagTaintPrefixes: cfg.Labels.TagTaintPrefixes}
+	addresses := node.AddressOptions{InternalCIDRs: ipNets(cfg.Addresses.InternalCIDRs), ExternalCIDRs: ipNets(cfg.Addresses.ExternalCIDRs)}
+	recorder := mgr.GetEventRecorder("xenorchestra-cloud-controller-manager")
+
+	if o.Webhook {
+		d := &webhook.NodeDefaulter{
+			Inventory: inv, XO: xoClient, LookupTimeout: o.WebhookLookupTimeout,
+			Labels: labels, Addresses: addresses, Recorder: recorder,
+		}
+		if err := d.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up webhook: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
+	}
+
+	enabled := o.EnabledControllers()
+	if len(enabled) > 0 {
+		if err := common.SetupIndexes(ctx, mgr); err != nil {
+			return err
+		}
+	}
+	deps := common.Deps{
+		Client: mgr.GetClient(), Inventory: inv, XO: xoClient, Recorder: recorder, Clock: clock.RealClock{},
+		Labels: labels, Addresses: addresses, Workers: o.Workers, OutOfServiceTaint: cfg.Lifecycle.OutOfServiceTaint,
+	}
+	for _, name := range enabled {
+		var setup interface{ SetupWithManager(ctrl.Manager) error }
+		switch name {
+		case CloudNode:
+			setup = cloudnode.New(deps)
+		case CloudNodeLifecycle:
+			setup = lifecycle.New(deps)
+		case CloudNodeLabelSync:
+			setup = labelsync.New(deps)
+		}
+		if err := setup.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up controller %s: %w", name, err)
+		}
+	}
+
+	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	log.Info("Starting", "version", version, "controllers", enabled, "webhook", o.Webhook, "xo", cfg.URL)
+	return mgr.Start(ctx)
+}
+
+// ipNets converts validated CIDRs.
+func ipNets(cidrs []string) []*net.IPNet {
+	out := make([]*net.IPNet, 0, len(cidrs))
+	for _, c := range cidrs {
+		if _, n, err := net.ParseCIDR(c); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+// Package app is the xenorchestra-cloud-controller-manager command: options, Manager wiring,
+// run.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// Controller names, as --controllers takes them.
+const (
+	CloudNode          = "cloud-node"
+	CloudNodeLifecycle = "cloud-node-lifecycle"
+	CloudNodeLabelSync = "cloud-node-label-sync"
+)
+
+// AllControllers lists every controller, in start order.
+var AllControllers = []string{CloudNode, CloudNodeLifecycle, CloudNodeLabelSync}
+
+// LeaseName is the leader-election Lease; the chart's RBAC narrows lease access to it.
+const LeaseName = "xenorchestra-cloud-controller-manager"
+
+// Options are the command's flags.
+type Options struct {
+	// ConfigFile is the XO config file (url, token, ...); empty means environment only.
+	ConfigFile string
+	// Controllers selects controllers by name, or "*".
+	Controllers string
+	Webhook     bool
+	WebhookPort int
+	// WebhookCertDir holds tls.crt and tls.key, reloaded when they change.
+	WebhookCertDir string
+	// WebhookHost is the address the webhook listens on; empty means every interface.
+	WebhookHost string
+	// WebhookLookupTimeout bounds the one XO read the webhook may make per Node.
+	WebhookLookupTimeout   time.Duration
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	LeaderElect            bool
+	LeaderElectNamespace   string
+	// KubeAPIQPS and KubeAPIBurst are the Kubernetes client's rate limits; the defaults let a
+	// burst of thousands of Nodes initialize within seconds.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+	// Workers is the number of Nodes each controller reconciles at once.
+	Workers int
+	Zap     zap.Options
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Controllers:            "*",
+		Webhook:                true,
+		WebhookPort:            9443,
+		WebhookCertDir:         "/etc/xenorchestra-cloud-controller-manager/tls",
+		WebhookLookupTimeout:   time.Second,
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		LeaderElect:            true,
+		KubeAPIQPS:             500,
+		KubeAPIBurst:           1000,
+		Workers:                64,
+	}
+}
+
+// AddFlags binds the options to fs. --kubeconfig is controller-runtime's own flag.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Path of the XO config file (url, token or tokenFile, ...). Empty: XOA_URL, XOA_TOKEN, XOA_INSECURE from the environment.")
+	fs.StringVar(&o.Controllers, "controllers", o.Controllers, "Comma-separated controllers to run: "+strings.Join(AllControllers, ",")+", or * for all. Empty runs none.")
+	fs.BoolVar(&o.Webhook, "webhook", o.Webhook, "Serve the Node mutating admission webhook.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook's HTTPS server.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook listens on; empty: all interfaces.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Folder holding the webhook's tls.crt and tls.key; a rotated certificate is picked up without a restart.")
+	fs.DurationVar(&o.WebhookLookupTimeout, "webhook-lookup-timeout", o.WebhookLookupTimeout, "Bound of the one XO read the webhook makes for a VM missing from the inventory; keep it well under the webhook's timeoutSeconds.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only on the replica holding the Lease "+LeaseName+". The webhook serves on every replica.")
+	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader-election Lease; empty: the pod's namespace.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the Kubernetes API.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the Kubernetes API.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes each controller reconciles concurrently.")
+	o.Zap.BindFlags(fs)
+}
+
+// EnabledControllers returns the selected controller names.
+func (o *Options) EnabledControllers() []string {
+	if strings.TrimSpace(o.Controllers) == "*" {
+		return AllControllers
+	}
+	var out []string
+	for _, c := range strings.Split(o.Controllers, ",") {
+		if c = strings.TrimSpace(c); c != "" && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Validate returns every problem with the options.
+func (o *Options) Validate() error {
+	var errs []error
+	for _, c := range o.EnabledControllers() {
+		if !slices.Contains(AllControllers, c) {
+			errs = append(errs, fmt.Errorf("--controllers: unknown controller %q (known: %s, or *)", c, strings.Join(AllControllers, ", ")))
+		}
+	}
+	if o.Webhook && (o.WebhookPort < 1 || o.WebhookPort > 65535) {
+		errs = append(errs, fmt.Errorf("--webhook-port: %d is not a port", o.WebhookPort))
+	}
+	if o.Webhook && o.WebhookCertDir == "" {
+		errs = append(errs, errors.New("--webhook-cert-dir: required with --webhook"))
+	}
+	if o.WebhookLookupTimeout <= 0 || o.WebhookLookupTimeout > 10*time.Second {
+		errs = append(errs, fmt.Errorf("--webhook-lookup-timeout: %s must be in (0, 10s]", o.WebhookLookupTimeout))
+	}
+	if o.KubeAPIQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps: %g must be positive", o.KubeAPIQPS))
+	}
+	if o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst: %d must be positive", o.KubeAPIBurst))
+	}
+	if o.Workers < 1 || o.Workers > 1024 {
+		errs = append(errs, fmt.Errorf("--workers: %d must be in [1, 1024]", o.Workers))
+	}
+	return errors.Join(errs...)
+}

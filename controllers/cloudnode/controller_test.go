@@ -1,0 +1,921 @@
+package cloudnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
+
+// token is the XO token of the simulator; it must never show in events.
+const token = "cloud-node-test-token-6f1c2b7d"
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	e, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "envtest:", err)
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// recorder keeps the events the controller emits.
+type recorder struct {
+	mu     sync.Mutex
+	events []recorded
+}
+
+type recorded struct{ node, typ, reason, note string }
+
+func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, typ, reason, _, note string, args ...any) {
+	name := ""
+	if o, ok := regarding.(metav1.Object); ok {
+		name = o.GetName()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, recorded{node: name, typ: typ, reason: reason, note: fmt.Sprintf(note, args...)})
+}
+
+// find returns the events of a node with this reason.
+func (r *recorder) find(nodeName, reason string) []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []recorded
+	for _, e := range r.events {
+		if e.node == nodeName && e.reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// all returns the events of a node.
+func (r *recorder) all(nodeName string) []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []recorded
+	for _, e := range r.events {
+		if e.node == nodeName {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// xoServer serves the simulator on a fixed address that can go down (connection refused) and
+// come back.
+type xoServer struct {
+	sim  *xosim.Server
+	addr string
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func (s *xoServer) up(t *testing.T) {
+	t.Helper()
+	addr := s.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
+	var err error
+	for range 100 {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	s.addr = ln.Addr().String()
+	srv := &http.Server{Handler: s.sim, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+}
+
+func (s *xoServer) down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		_ = s.srv.Close()
+		s.srv = nil
+	}
+}
+
+// fixture is one test's XO: a simulator with a pool and a host, a real client and a real
+// inventory, and a Reconciler calling the shared API server.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	sim    *xosim.Server
+	srv    *xoServer
+	client *xo.Client
+	inv    *inventory.Inventory
+	rec    *recorder
+	r      *Reconciler
+	pool   string
+	host   string
+	stream bool
+}
+
+const (
+	poolName = "Pool A"
+	hostName = "host-a"
+)
+
+func newFixture(t *testing.T, stream bool) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sim := xosim.New(xosim.Options{Tokens: []string{token}})
+	pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: poolName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: hostName, Address: "192.0.2.10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &xoServer{sim: sim}
+	srv.up(t)
+	t.Cleanup(srv.down)
+	c, err := xo.New(xo.Options{URL: "http://" + srv.addr, Token: token, Timeout: 300 * time.Millisecond, ListTimeout: 5 * time.Second, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Relists happen only when a test asks (or, with the event stream, after it subscribes).
+	inv := inventory.New(c, inventory.Options{DisableEventStream: !stream, PollPeriod: time.Hour, ResyncPeriod: time.Hour, Log: logr.Discard()})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = inv.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-inv.Synced():
+	case <-time.After(10 * time.Second):
+		t.Fatal("inventory did not sync")
+	}
+	if stream {
+		eventually(t, 5*time.Second, "event stream up", inv.Streaming)
+	}
+	rec := &recorder{}
+	r := New(common.Deps{Client: env.Client, Inventory: inv, XO: c, Recorder: rec, Workers: 4})
+	r.lookupTimeout = time.Second
+	return &fixture{t: t, ctx: ctx, sim: sim, srv: srv, client: c, inv: inv, rec: rec, r: r, pool: pool, host: host, stream: stream}
+}
+
+// eventually polls cond every 10 ms until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// addVM adds a running VM (2 vCPUs, 4 GiB, one guest IP by default) and waits until the
+// inventory holds it.
+func (f *fixture) addVM(spec xosim.VMSpec) string {
+	f.t.Helper()
+	id := f.addVMQuietly(spec)
+	f.sync(func(s *inventory.Snapshot) bool { return s.VM(id) != nil })
+	return id
+}
+
+// addVMQuietly adds a VM without waiting for the inventory.
+func (f *fixture) addVMQuietly(spec xosim.VMSpec) string {
+	f.t.Helper()
+	if spec.PoolID == "" {
+		spec.PoolID = f.pool
+	}
+	if spec.HostID == "" {
+		spec.HostID = f.host
+	}
+	if spec.CPUs == 0 {
+		spec.CPUs = 2
+	}
+	if spec.Memory == 0 {
+		spec.Memory = 4 * xosim.GiB
+	}
+	id, err := f.sim.AddVM(spec)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return id
+}
+
+// sync brings the inventory up to date: it relists without event stream, and waits for cond.
+func (f *fixture) sync(cond func(*inventory.Snapshot) bool) {
+	f.t.Helper()
+	if !f.stream {
+		if err := f.inv.Relist(f.ctx); err != nil {
+			f.t.Fatalf("relist: %v", err)
+		}
+	}
+	eventually(f.t, 5*time.Second, "the inventory to catch up", func() bool { return cond(f.inv.Snapshot()) })
+}
+
+var nameCount atomic.Int32
+
+var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// nodeName returns a node name unique in the test run.
+func nodeName(t *testing.T) string {
+	s := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(s) > 40 {
+		s = strings.Trim(s[len(s)-40:], "-")
+	}
+	return fmt.Sprintf("%s-%d", s, nameCount.Add(1))
+}
+
+// createNode creates a kubelet-like Node and deletes it when the test ends.
+func (f *fixture) createNode(n *corev1.Node) {
+	f.t.Helper()
+	if err := testenv.CreateNode(f.ctx, env.Client, n); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+	})
+}
+
+func (f *fixture) reconcile(name string) ctrl.Result {
+	f.t.Helper()
+	res, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: name}})
+	if err != nil {
+		f.t.Fatalf("reconcile %s: %v", name, err)
+	}
+	return res
+}
+
+func (f *fixture) get(name string) *corev1.Node {
+	f.t.Helper()
+	var n corev1.Node
+	if err := env.Client.Get(f.ctx, types.NamespacedName{Name: name}, &n); err != nil {
+		f.t.Fatalf("get node %s: %v", name, err)
+	}
+	return &n
+}
+
+func uninitialized(n *corev1.Node) bool {
+	return node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
+}
+
+// wantLabels are the labels of a Node on a running VM of the fixture's pool and host.
+func (f *fixture) wantLabels(vmName string) map[string]string {
+	return map[string]string{
+		node.LabelRegion:       f.pool,
+		node.LabelZone:         f.host,
+		node.LabelInstanceType: "2vCPU-4GB",
+		node.LabelPoolID:       f.pool,
+		node.LabelPoolName:     "Pool-A",
+		node.LabelHostID:       f.host,
+		node.LabelHostName:     hostName,
+		node.LabelVMName:       vmName,
+	}
+}
+
+// checkInitialized asserts the final state of an initialized Node.
+func checkInitialized(t *testing.T, n *corev1.Node, providerID string, labels map[string]string, addrs []corev1.NodeAddress) {
+	t.Helper()
+	if uninitialized(n) {
+		t.Errorf("node %s still has the uninitialized taint", n.Name)
+	}
+	if n.Spec.ProviderID != providerID {
+		t.Errorf("providerID = %q, want %q", n.Spec.ProviderID, providerID)
+	}
+	for k, v := range labels {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			t.Errorf("label %s = %q (present %v), want %q", k, got, ok, v)
+		}
+	}
+	checkKubeletLabels(t, n)
+	if addrs != nil && !node.AddressesEqual(n.Status.Addresses, addrs) {
+		t.Errorf("addresses = %v, want %v", n.Status.Addresses, addrs)
+	}
+}
+
+// checkKubeletLabels asserts that the labels the kubelet set are still there.
+func checkKubeletLabels(t *testing.T, n *corev1.Node) {
+	t.Helper()
+	for _, k := range []string{corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable} {
+		if n.Labels[k] == "" {
+			t.Errorf("kubelet label %s removed", k)
+		}
+	}
+}
+
+// checkUntouched asserts that a Node the controller must not initialize still is as created:
+// not deleted, tainted, without providerID, its labels intact.
+func checkUntouched(t *testing.T, before, after *corev1.Node) {
+	t.Helper()
+	if !uninitialized(after) {
+		t.Errorf("node %s lost the uninitialized taint", after.Name)
+	}
+	if after.Spec.ProviderID != before.Spec.ProviderID {
+		t.Errorf("providerID = %q, want %q", after.Spec.ProviderID, before.Spec.ProviderID)
+	}
+	for k, v := range before.Labels {
+		if after.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, after.Labels[k], v)
+		}
+	}
+	checkKubeletLabels(t, after)
+}
+
+func addrs(name string, internal ...string) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for _, ip := range internal {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
+}
+
+func TestInitialize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// vm is the VM's spec; the fixture fills pool, host, CPUs and memory.
+		vm xosim.VMSpec
+		// node builds the kubelet's Node for the VM.
+		node func(f *fixture, name, vmID string) *corev1.Node
+		// wantAddrs are the Node's final addresses (nil: no addresses).
+		wantAddrs func(name string) []corev1.NodeAddress
+		// noZone: the VM is not running, no zone is expected.
+		noZone bool
+		method string
+	}{{
+		name: "system uuid",
+		vm:   xosim.VMSpec{IPs: []string{"10.0.0.5"}},
+		node: func(_ *fixture, name, vmID string) *corev1.Node {
+			return testenv.KubeletNode(name, testenv.WithSystemUUID(strings.ToUpper(vmID)))
+		},
+		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "10.0.0.5") },
+		method:    "system_uuid",
+	}, {
+		name: "byte-swapped system uuid of a UEFI guest",
+		vm:   xosim.VMSpec{IPs: []string{"10.0.0.6", "fd00::6"}, Firmware: "uefi"},
+		node: func(f *fixture, name, vmID string) *corev1.Node {
+			guest, _ := f.sim.GuestSystemUUID(vmID)
+			if guest == vmID {
+				f.t.Fatalf("the simulator's UEFI guest reports the raw uuid")
+			}
+			return testenv.KubeletNode(name, testenv.WithSystemUUID(guest))
+		},
+		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "10.0.0.6", "fd00::6") },
+		method:    "system_uuid_swapped",
+	}, {
+		name: "name of a PVH guest without SMBIOS",
+		vm:   xosim.VMSpec{IPs: []string{"10.0.0.7"}, VirtualizationMode: "pvh"},
+		node: func(_ *fixture, name, _ string) *corev1.Node {
+			return testenv.KubeletNode(name)
+		},
+		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "10.0.0.7") },
+		method:    "name",
+	}, {
+		name: "kubelet --node-ip wins over guest addresses",
+		vm:   xosim.VMSpec{IPs: []string{"10.0.0.8"}},
+		node: func(_ *fixture, name, vmID string) *corev1.Node {
+			return testenv.KubeletNode(name, testenv.WithSystemUUID(vmID), testenv.WithNodeIP("192.168.1.8"))
+		},
+		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "192.168.1.8") },
+		method:    "system_uuid",
+	}, {
+		name: "kubelet --provider-id",
+		vm:   xosim.VMSpec{IPs: []string{"10.0.0.9"}},
+		node: func(f *fixture, name, vmID string) *corev1.Node {
+			return testenv.KubeletNode(name, testenv.WithProviderID(node.FormatProviderID(f.pool, vmID)))
+		},
+		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "10.0.0.9") },
+		method:    "provider_id",
+	}, {
+		name: "halted VM: no zone required, no address to set",
+		vm:   xosim.VMSpec{PowerState: xo.PowerStateHalted, IPs: []string{"10.0.0.10"}},
+		node: func(_ *fixture, name, vmID string) *corev1.Node {
+			return testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
+		},
+		noZone: true,
+		method: "system_uuid",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, false)
+			name := nodeName(t)
+			spec := tc.vm
+			spec.NameLabel = name
+			vmID := f.addVM(spec)
+			n := tc.node(f, name, vmID)
+			f.createNode(n)
+			initializedBefore := counterValue(t, initializationsTotal.WithLabelValues(resultInitialized))
+
+			if res := f.reconcile(name); res.RequeueAfter != 0 {
+				t.Errorf("RequeueAfter = %s after initialization, want 0", res.RequeueAfter)
+			}
+
+			got := f.get(name)
+			want := f.wantLabels(name)
+			var wantAddrs []corev1.NodeAddress
+			if tc.wantAddrs != nil {
+				wantAddrs = tc.wantAddrs(name)
+			}
+			if tc.noZone {
+				delete(want, node.LabelZone)
+				delete(want, node.LabelHostID)
+				delete(want, node.LabelHostName)
+				if z, ok := got.Labels[node.LabelZone]; ok {
+					t.Errorf("zone label %q set for a halted VM", z)
+				}
+				if len(got.Status.Addresses) != 0 {
+					t.Errorf("addresses = %v, want none", got.Status.Addresses)
+				}
+			}
+			checkInitialized(t, got, node.FormatProviderID(f.pool, vmID), want, wantAddrs)
+			if ev := f.rec.find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].typ != corev1.EventTypeNormal || !strings.Contains(ev[0].note, tc.method) {
+				t.Errorf("NodeInitialized events = %+v, want one naming %s", ev, tc.method)
+			}
+			if d := counterValue(t, initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
+				t.Errorf("initialized counter grew by %v, want 1", d)
+			}
+
+			// A second pass changes nothing and says nothing more.
+			rv := got.ResourceVersion
+			f.reconcile(name)
+			if again := f.get(name); again.ResourceVersion != rv {
+				t.Errorf("second reconcile wrote the node: resourceVersion %s → %s", rv, again.ResourceVersion)
+			}
+			if ev := f.rec.find(name, ReasonNodeInitialized); len(ev) != 1 {
+				t.Errorf("NodeInitialized emitted %d times, want once", len(ev))
+			}
+		})
+	}
+}
+
+// TestInitializeWebhookPreset: the webhook described the Node at creation; the controller only
+// lifts the taint, leaving everything else as it is.
+func TestInitializeWebhookPreset(t *testing.T) {
+	f := newFixture(t, false)
+	name := nodeName(t)
+	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.1.5"}, Tags: []string{"k8s.xenorchestra/label:example.com/tier=web"}})
+	f.r.labels = node.LabelOptions{TagLabelPrefixes: []string{"example.com/"}}
+	n := testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
+	// What the webhook does, with the same shared functions.
+	snap := f.inv.Snapshot()
+	vm := snap.VM(vmID)
+	n.Spec.ProviderID = node.FormatProviderID(vm.PoolID, vm.ID)
+	node.Apply(n, node.Desired(vm, snap.Host(vm.Container), snap.Pool(vm.PoolID), n.Labels, f.r.labels))
+	n.Status.Addresses = node.Addresses(n, vm, node.AddressOptions{})
+	f.createNode(n)
+	before := f.get(name)
+
+	f.reconcile(name)
+
+	got := f.get(name)
+	if uninitialized(got) {
+		t.Fatal("taint not removed")
+	}
+	if got.Spec.ProviderID != before.Spec.ProviderID {
+		t.Errorf("providerID changed: %q → %q", before.Spec.ProviderID, got.Spec.ProviderID)
+	}
+	if fmt.Sprint(got.Labels) != fmt.Sprint(before.Labels) || fmt.Sprint(got.Annotations) != fmt.Sprint(before.Annotations) {
+		t.Errorf("labels or annotations changed:\n before %v %v\n after  %v %v", before.Labels, before.Annotations, got.Labels, got.Annotations)
+	}
+	if got.Labels["example.com/tier"] != "web" {
+		t.Errorf("tag label missing: %v", got.Labels)
+	}
+	if !node.AddressesEqual(got.Status.Addresses, before.Status.Addresses) {
+		t.Errorf("addresses changed: %v → %v", before.Status.Addresses, got.Status.Addresses)
+	}
+}
+
+// TestLegacyProviderIDKept: a providerID is only set when empty; the legacy scheme resolves.
+func TestLegacyProviderIDKept(t *testing.T) {
+	f := newFixture(t, false)
+	name := nodeName(t)
+	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.2.5"}})
+	legacy := "xeorchestra://" + f.pool + "/" + vmID
+	f.createNode(testenv.KubeletNode(name, testenv.WithProviderID(legacy)))
+
+	f.reconcile(name)
+
+	checkInitialized(t, f.get(name), legacy, f.wantLabels(name), addrs(name, "10.0.2.5"))
+}
+
+func TestAmbiguousNameKeepsTaint(t *testing.T) {
+	f := newFixture(t, false)
+	name := nodeName(t)
+	f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.5"}})
+	f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.6"}})
+	f.createNode(testenv.KubeletNode(name))
+	before := f.get(name)
+
+	res := f.reconcile(name)
+
+	if res.RequeueAfter <= 0 {
+		t.Errorf("RequeueAfter = %s, want a retry", res.RequeueAfter)
+	}
+	after := f.get(name)
+	checkUntouched(t, before, after)
+	if _, ok := after.Labels[node.LabelRegion]; ok {
+		t.Errorf("region label set on an unresolved node")
+	}
+	ev := f.rec.find(name, ReasonVMNotResolved)
+	if len(ev) != 1 || ev[0].typ != corev1.EventTypeWarning || !strings.Contains(ev[0].note, "ambiguous") {
+		t.Errorf("VMNotResolved events = %+v, want one Warning saying ambiguous", ev)
+	}
+	// The backoff grows while the VM stays ambiguous.
+	if res2 := f.reconcile(name); res2.RequeueAfter <= res.RequeueAfter {
+		t.Errorf("second RequeueAfter = %s, want more than %s", res2.RequeueAfter, res.RequeueAfter)
+	}
+}
+
+// TestRequiredFieldMissing: a VM whose vCPU count XO does not report gets its providerID and
+// labels, but keeps the taint: the instance type is required.
+func TestRequiredFieldMissing(t *testing.T) {
+	f := newFixture(t, false)
+	name := nodeName(t)
+	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.4.5"}, Extra: map[string]any{"CPUs": map[string]any{"max": 0, "number": 0}}})
+	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
+
+	if res := f.reconcile(name); res.RequeueAfter <= 0 {
+		t.Errorf("RequeueAfter = %s, want a retry", res.RequeueAfter)
+	}
+
+	got := f.get(name)
+	if !uninitialized(got) {
+		t.Error("taint removed although the instance type is unknown")
+	}
+	if got.Spec.ProviderID != node.FormatProviderID(f.pool, vmID) || got.Labels[node.LabelRegion] != f.pool || got.Labels[node.LabelZone] != f.host {
+		t.Errorf("providerID %q, labels %v: want what is known set", got.Spec.ProviderID, got.Labels)
+	}
+	if _, ok := got.Labels[node.LabelInstanceType]; ok {
+		t.Errorf("instance type label set")
+	}
+	if ev := f.rec.find(name, ReasonInitializationIncomplete); len(ev) != 1 || !strings.Contains(ev[0].note, node.LabelInstanceType) {
+		t.Errorf("InitializationIncomplete events = %+v", ev)
+	}
+
+	// Once XO reports the vCPUs, the node is initialized.
+	if err := f.sim.UpdateVM(vmID, func(s *xosim.VMSpec) { s.Extra = nil; s.CPUs = 2 }); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(func(s *inventory.Snapshot) bool { return node.InstanceType(s.VM(vmID)) != "" })
+	f.reconcile(name)
+	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.4.5"))
+}
+
+func TestForeignProviderIDUntouched(t *testing.T) {
+	f := newFixture(t, false)
+	for _, tc := range []struct {
+		name string
+		opts []testenv.NodeOption
+	}{
+		{"uninitialized", nil},
+		{"initialized", []testenv.NodeOption{testenv.Initialized(), testenv.WithNodeIP("172.16.0.9")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := nodeName(t)
+			vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.5.5"}})
+			opts := append([]testenv.NodeOption{testenv.WithSystemUUID(vmID), testenv.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")}, tc.opts...)
+			f.createNode(testenv.KubeletNode(name, opts...))
+			before := f.get(name)
+
+			if res := f.reconcile(name); res.RequeueAfter != 0 {
+				t.Errorf("RequeueAfter = %s for a foreign node", res.RequeueAfter)
+			}
+
+			after := f.get(name)
+			if after.ResourceVersion != before.ResourceVersion {
+				t.Errorf("foreign node written: %+v", after)
+			}
+			if ev := f.rec.all(name); len(ev) != 0 {
+				t.Errorf("events about a foreign node: %+v", ev)
+			}
+		})
+	}
+}
+
+func TestAddressesFollowGuestIP(t *testing.T) {
+	f := newFixture(t, false)
+	name := nodeName(t)
+	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.6.5"}})
+	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
+	f.reconcile(name)
+	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), nil, addrs(name, "10.0.6.5"))
+
+	if err := f.sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.6.99", "0/ipv6/0": "fd00::99"}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.6.99")) == 1 })
+	f.reconcile(name)
+
+	got := f.get(name)
+	if want := addrs(name, "10.0.6.99", "fd00::99"); !node.AddressesEqual(got.Status.Addresses, want) {
+		t.Errorf("addresses = %v, want %v", got.Status.Addresses, want)
+	}
+	if ev := f.rec.find(name, ReasonAddressesUpdated); len(ev) != 1 {
+		t.Errorf("AddressesUpdated events = %+v, want one", ev)
+	}
+	if uninitialized(got) {
+		t.Error("taint came back")
+	}
+}
+
+// faultCase drives one XO fault: inject it, then clear it.
+type faultCase struct {
+	inject func(f *fixture)
+	clear  func(f *fixture)
+	// reason is the event expected while the fault lasts.
+	reason string
+}
+
+// runFault checks, for one fault: a Node arriving for a VM the inventory does not know yet
+// keeps its taint and labels and is not deleted; an initialized Node keeps its labels and
+// addresses; once the fault clears, the new Node is initialized.
+func runFault(t *testing.T, fc faultCase) {
+	f := newFixture(t, false)
+	f.r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond)
+
+	oldName := nodeName(t)
+	oldVM := f.addVM(xosim.VMSpec{NameLabel: oldName, IPs: []string{"10.0.7.5"}})
+	f.createNode(testenv.KubeletNode(oldName, testenv.WithSystemUUID(oldVM)))
+	f.reconcile(oldName)
+	oldBefore := f.get(oldName)
+	checkInitialized(t, oldBefore, node.FormatProviderID(f.pool, oldVM), f.wantLabels(oldName), addrs(oldName, "10.0.7.5"))
+
+	fc.inject(f)
+	name := nodeName(t)
+	vmID := f.addVMQuietly(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.7.6"}})
+	// The change to the old VM cannot be seen while XO fails.
+	if err := f.sim.SetAddresses(oldVM, map[string]string{"0/ipv4/0": "10.0.7.50"}); err != nil {
+		t.Fatal(err)
+	}
+	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
+	before := f.get(name)
+
+	for range 3 {
+		if res := f.reconcile(name); res.RequeueAfter <= 0 {
+			t.Errorf("RequeueAfter = %s during the fault, want a retry", res.RequeueAfter)
+		}
+		f.reconcile(oldName)
+	}
+
+	checkUntouched(t, before, f.get(name))
+	if ev := f.rec.find(name, fc.reason); len(ev) == 0 || ev[0].typ != corev1.EventTypeWarning {
+		t.Errorf("%s events = %+v, want Warnings", fc.reason, f.rec.all(name))
+	}
+	for _, e := range f.rec.all(name) {
+		if strings.Contains(e.note, token) {
+			t.Errorf("event leaks the token: %q", e.note)
+		}
+	}
+	oldAfter := f.get(oldName)
+	if uninitialized(oldAfter) || fmt.Sprint(oldAfter.Labels) != fmt.Sprint(oldBefore.Labels) ||
+		!node.AddressesEqual(oldAfter.Status.Addresses, oldBefore.Status.Addresses) {
+		t.Errorf("initialized node changed during the fault:\n before %v %v\n after  %v %v",
+			oldBefore.Labels, oldBefore.Status.Addresses, oldAfter.Labels, oldAfter.Status.Addresses)
+	}
+
+	fc.clear(f)
+	eventually(t, 10*time.Second, "the node to be initialized after the fault", func() bool {
+		f.reconcile(name)
+		return !uninitialized(f.get(name))
+	})
+	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.7.6"))
+
+	// And the inventory recovers too: the old node's new address arrives.
+	f.sync(func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.7.50")) == 1 })
+	f.reconcile(oldName)
+	if got := f.get(oldName); !node.AddressesEqual(got.Status.Addresses, addrs(oldName, "10.0.7.50")) {
+		t.Errorf("old node addresses = %v after recovery", got.Status.Addresses)
+	}
+}
+
+// failingRelist asserts that XO cannot be listed while the fault lasts.
+func failingRelist(f *fixture) {
+	f.t.Helper()
+	if err := f.inv.Relist(f.ctx); err == nil {
+		f.t.Fatal("relist succeeded during the fault")
+	}
+}
+
+func TestFaultServerError(t *testing.T) {
+	var id xosim.FaultID
+	runFault(t, faultCase{
+		inject: func(f *fixture) {
+			id = f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError, PathPrefix: xosim.BasePath})
+			failingRelist(f)
+		},
+		clear:  func(f *fixture) { f.sim.RemoveFault(id) },
+		reason: ReasonXOUnavailable,
+	})
+}
+
+func TestFaultTimeout(t *testing.T) {
+	var id xosim.FaultID
+	runFault(t, faultCase{
+		inject: func(f *fixture) {
+			id = f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 2 * time.Second, PathPrefix: xosim.BasePath})
+			failingRelist(f)
+		},
+		clear:  func(f *fixture) { f.sim.RemoveFault(id) },
+		reason: ReasonXOUnavailable,
+	})
+}
+
+func TestFaultConnectionRefused(t *testing.T) {
+	runFault(t, faultCase{
+		inject: func(f *fixture) {
+			f.srv.down()
+			failingRelist(f)
+		},
+		clear:  func(f *fixture) { f.srv.up(f.t) },
+		reason: ReasonXOUnavailable,
+	})
+}
+
+func TestFaultUnauthorized(t *testing.T) {
+	runFault(t, faultCase{
+		inject: func(f *fixture) {
+			f.sim.RevokeToken(token)
+			failingRelist(f)
+		},
+		clear:  func(f *fixture) { f.sim.AddToken(token) },
+		reason: ReasonXOUnavailable,
+	})
+}
+
+func TestFaultTruncatedListing(t *testing.T) {
+	var id xosim.FaultID
+	runFault(t, faultCase{
+		inject: func(f *fixture) {
+			id = f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, Lines: 1, PathPrefix: xosim.BasePath + "/vms"})
+			failingRelist(f)
+		},
+		clear:  func(f *fixture) { f.sim.RemoveFault(id) },
+		reason: ReasonXOUnavailable,
+	})
+}
+
+// TestFaultPoolDisconnected: XO lost the pool, so it answers "no such VM" for a VM that
+// exists. That is no proof of anything: the taint stays.
+func TestFaultPoolDisconnected(t *testing.T) {
+	runFault(t, faultCase{
+		inject: func(f *fixture) {
+			if err := f.sim.DisconnectPool(f.pool); err != nil {
+				f.t.Fatal(err)
+			}
+			f.sync(func(s *inventory.Snapshot) bool { return !s.PoolConnected(f.pool) })
+		},
+		clear: func(f *fixture) {
+			if err := f.sim.ReconnectPool(f.pool); err != nil {
+				f.t.Fatal(err)
+			}
+			f.sync(func(s *inventory.Snapshot) bool { return s.PoolConnected(f.pool) })
+		},
+		reason: ReasonVMNotResolved,
+	})
+}
+
+// TestFaultStalledEventStream: the event stream stalls, so a new VM never reaches the
+// inventory; the direct read by uuid still initializes its Node.
+func TestFaultStalledEventStream(t *testing.T) {
+	f := newFixture(t, true)
+	id := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: xosim.BasePath + "/events"})
+	defer f.sim.RemoveFault(id)
+	name := nodeName(t)
+	vmID := f.addVMQuietly(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.8.5"}})
+	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
+	lookups := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
+
+	f.reconcile(name)
+
+	if f.inv.Snapshot().VM(vmID) != nil {
+		t.Fatal("the VM reached the inventory through a stalled stream")
+	}
+	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID) - lookups; n != 1 {
+		t.Errorf("%d direct reads of the VM, want 1", n)
+	}
+	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), map[string]string{
+		node.LabelRegion: f.pool, node.LabelZone: f.host, node.LabelInstanceType: "2vCPU-4GB",
+	}, addrs(name, "10.0.8.5"))
+}
+
+// TestManagerChangeSource runs the controller in a real manager: a Node whose VM does not
+// exist yet keeps its taint; when the VM appears in XO, the event reaches the Node through the
+// inventory and the change source, without any relist or retry timer; a later guest IP change
+// reaches the initialized Node the same way.
+func TestManagerChangeSource(t *testing.T) {
+	f := newFixture(t, true)
+	skip := true
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip},
+		Logger:                 logr.Discard(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	if err := common.SetupIndexes(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	r := New(common.Deps{Client: mgr.GetClient(), Inventory: f.inv, XO: f.client, Recorder: f.rec, Workers: 4})
+	// Retries are an hour away: only the change source can bring the Node back in time.
+	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour)
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	name := nodeName(t)
+	vmID := "3b0f7d5e-2c1a-4e8b-9f60-7a1d2c3b4e5f"
+	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
+	eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.rec.find(name, ReasonVMNotResolved)) > 0 })
+	if !uninitialized(f.get(name)) {
+		t.Fatal("taint removed for a VM that does not exist")
+	}
+
+	lists := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms")
+	gets := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
+	f.addVMQuietly(xosim.VMSpec{ID: vmID, NameLabel: name, IPs: []string{"10.0.9.5"}})
+	eventually(t, 10*time.Second, "the node to be initialized", func() bool { return !uninitialized(f.get(name)) })
+	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.9.5"))
+	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms"); n != lists {
+		t.Errorf("%d VM listings during the initialization, want none", n-lists)
+	}
+	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID); n != gets {
+		t.Errorf("%d direct VM reads once the inventory knew the VM, want none", n-gets)
+	}
+
+	if err := f.sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.9.77"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the new address on the node", func() bool {
+		return node.AddressesEqual(f.get(name).Status.Addresses, addrs(name, "10.0.9.77"))
+	})
+}
+
+// TestDeletedNode: a Node gone before its reconcile is no error.
+func TestDeletedNode(t *testing.T) {
+	f := newFixture(t, false)
+	res, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: nodeName(t)}})
+	if err != nil || res.RequeueAfter != 0 {
+		t.Errorf("Reconcile of a missing node = %+v, %v", res, err)
+	}
+}

@@ -1,0 +1,79 @@
+package cloudnode
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+)
+
+// Event reasons of the cloud-node controller.
+const (
+	// ReasonNodeInitialized: every required field is set and the uninitialized taint is gone.
+	ReasonNodeInitialized = "NodeInitialized"
+	// ReasonVMNotResolved: no single VM could be tied to the Node (unknown, ambiguous, or only
+	// an untrusted match); the taint stays.
+	ReasonVMNotResolved = "VMNotResolved"
+	// ReasonXOUnavailable: XO could not answer (error, timeout, refused, token rejected,
+	// truncated listing); the taint stays.
+	ReasonXOUnavailable = "XOUnavailable"
+	// ReasonLabelRejected: a label or taint the VM implies was not set (invalid, refused, or
+	// set by someone else).
+	ReasonLabelRejected = "LabelRejected"
+	// ReasonInitializationIncomplete: the VM is known but a required field (region, instance
+	// type, zone of a running VM) cannot be computed yet; the taint stays.
+	ReasonInitializationIncomplete = "InitializationIncomplete"
+	// ReasonAddressesUpdated: status.addresses of an initialized Node changed with its VM.
+	ReasonAddressesUpdated = "AddressesUpdated"
+)
+
+// Event actions.
+const (
+	ActionInitialize      = "Initialize"
+	ActionUpdateAddresses = "UpdateAddresses"
+)
+
+// eventRecorder emits the controller's events, one method per reason. A nil recorder emits
+// nothing.
+type eventRecorder struct {
+	r events.EventRecorder
+}
+
+func (e eventRecorder) emit(n *corev1.Node, typ, reason, action, note string, args ...any) {
+	if e.r == nil || n == nil {
+		return
+	}
+	e.r.Eventf(n, nil, typ, reason, action, note, args...)
+}
+
+func (e eventRecorder) nodeInitialized(n *corev1.Node, vm *xo.VM, m node.Method) {
+	e.emit(n, corev1.EventTypeNormal, ReasonNodeInitialized, ActionInitialize,
+		"initialized from VM %s (pool %s), matched by %s", vm.ID, vm.PoolID, m.String())
+}
+
+func (e eventRecorder) vmNotResolved(n *corev1.Node, why string) {
+	e.emit(n, corev1.EventTypeWarning, ReasonVMNotResolved, ActionInitialize,
+		"node stays uninitialized, retrying: %s", why)
+}
+
+func (e eventRecorder) xoUnavailable(n *corev1.Node, err error) {
+	e.emit(n, corev1.EventTypeWarning, ReasonXOUnavailable, ActionInitialize,
+		"node stays uninitialized, retrying: %v", err)
+}
+
+func (e eventRecorder) labelRejected(n *corev1.Node, what string) {
+	e.emit(n, corev1.EventTypeWarning, ReasonLabelRejected, ActionInitialize, "%s", what)
+}
+
+func (e eventRecorder) initializationIncomplete(n *corev1.Node, missing []string) {
+	e.emit(n, corev1.EventTypeWarning, ReasonInitializationIncomplete, ActionInitialize,
+		"node stays uninitialized, retrying: missing %s", strings.Join(missing, ", "))
+}
+
+func (e eventRecorder) addressesUpdated(n *corev1.Node, vm *xo.VM) {
+	e.emit(n, corev1.EventTypeNormal, ReasonAddressesUpdated, ActionUpdateAddresses,
+		"addresses updated from VM %s", vm.ID)
+}
