@@ -24,7 +24,11 @@ log() { echo "testbin: $*" >&2; }
 # has NAME PATTERN ARGS...: true when bin/NAME runs and prints PATTERN.
 has() {
   local name=$1 pattern=$2; shift 2
-  [[ -x "$bin/$name" ]] && "$bin/$name" "$@" 2>/dev/null | grep -q -- "$pattern"
+  [[ -x "$bin/$name" ]] || return 1
+  # Capture first: with pipefail, grep -q closing the pipe early would fail the check.
+  local out
+  out=$("$bin/$name" "$@" 2>/dev/null) || true
+  [[ "$out" == *"$pattern"* ]]
 }
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod

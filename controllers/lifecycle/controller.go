@@ -1,0 +1,449 @@
+// Package lifecycle is the cloud-node-lifecycle controller: it deletes a Node whose VM is
+// confirmed gone from Xen Orchestra, taints a NotReady Node whose VM is not running with
+// node.cloudprovider.kubernetes.io/shutdown:NoSchedule, and, when enabled, a NotReady Node whose
+// VM is halted with node.kubernetes.io/out-of-service=nodeshutdown:NoExecute.
+//
+// It follows k8s.io/cloud-provider's node-lifecycle controller, with one deliberate difference:
+// XO forgets every VM of a pool it lost the connection to and then answers "no such VM" for
+// each, so a 404 alone proves nothing. A Node is deleted only when the inventory is synced and
+// complete, the VM's pool is connected, the VM is absent from the inventory, a direct read
+// answers "no such VM", and XO confirms, by a direct read of the pool and of its servers, that
+// it still holds the pool. Any error or doubt leaves the Node in place.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+)
+
+// Name is the controller's name, as --controllers selects it.
+const Name = "cloud-node-lifecycle"
+
+// AnnotationOutOfService records that this controller put the out-of-service taint on a Node,
+// so that it only ever lifts a taint it added: an out-of-service taint a person set stays.
+const AnnotationOutOfService = "node.k8s.xenorchestra/out-of-service-taint"
+
+// OutOfServiceValue is the value of the out-of-service taint, as Kubernetes documents it for
+// a node that was shut down.
+const OutOfServiceValue = "nodeshutdown"
+
+const (
+	// DefaultResyncPeriod is how often every Node is looked at again, as a backstop for a
+	// missed Ready transition or XO change. It stays below the inventory's staleness limit.
+	DefaultResyncPeriod = time.Minute
+	// DefaultRetryBase is the first delay after a refused deletion or a failed write; it
+	// doubles on each consecutive failure, up to the resync period.
+	DefaultRetryBase = time.Second
+	// DefaultXOTimeout bounds the direct XO reads that confirm a VM is gone.
+	DefaultXOTimeout = 10 * time.Second
+)
+
+// Reconciler is the cloud-node-lifecycle controller.
+type Reconciler struct {
+	d common.Deps
+	// ResyncPeriod is the backstop period (see DefaultResyncPeriod); a tenth of it is added
+	// at random so that Nodes do not come due all at once.
+	ResyncPeriod time.Duration
+	// XOTimeout bounds each direct XO read (see DefaultXOTimeout).
+	XOTimeout time.Duration
+	retry     *backoff
+}
+
+// New returns the controller with the default periods.
+func New(d common.Deps) *Reconciler {
+	return &Reconciler{
+		d:            d,
+		ResyncPeriod: DefaultResyncPeriod,
+		XOTimeout:    DefaultXOTimeout,
+		retry:        newBackoff(DefaultRetryBase, DefaultResyncPeriod),
+	}
+}
+
+// SetupWithManager registers the controller: it watches Nodes (creation, and changes of
+// readiness, providerID, taints and its ownership annotation) and XO inventory changes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.retry.max = r.resyncPeriod()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&corev1.Node{}, builder.WithPredicates(nodeChanged)).
+		WatchesRawSource(common.ChangeSource(r.d.Inventory, mgr.GetClient())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.d.Workers, 1)}).
+		Complete(r)
+}
+
+// nodeChanged lets through the Node changes the controller acts on; kubelet heartbeats and
+// other status updates are not among them.
+var nodeChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return common.IsReady(o) != common.IsReady(n) ||
+			o.Spec.ProviderID != n.Spec.ProviderID ||
+			!slices.EqualFunc(o.Spec.Taints, n.Spec.Taints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }) ||
+			o.Annotations[AnnotationOutOfService] != n.Annotations[AnnotationOutOfService]
+	},
+}
+
+func (r *Reconciler) resyncPeriod() time.Duration {
+	if r.ResyncPeriod <= 0 {
+		return DefaultResyncPeriod
+	}
+	return r.ResyncPeriod
+}
+
+// resync is the periodic requeue, with jitter.
+func (r *Reconciler) resync() ctrl.Result {
+	p := r.resyncPeriod()
+	return ctrl.Result{RequeueAfter: p + rand.N(p/10+1)}
+}
+
+// retryLater records a failure for the Node and returns the backoff requeue.
+func (r *Reconciler) retryLater(name string) ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.retry.next(name)}
+}
+
+// Reconcile brings one Node's shutdown and out-of-service taints in line with its VM's power
+// state and readiness, and deletes the Node when it is NotReady and its VM is confirmed gone.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx).WithValues("node", req.Name)
+	var n corev1.Node
+	if err := r.d.Client.Get(ctx, req.NamespacedName, &n); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.retry.reset(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
+	}
+	if !node.IsOurs(n.Spec.ProviderID) {
+		// No providerID yet (cloud-node's job) or another provider's Node.
+		return ctrl.Result{}, nil
+	}
+	poolID, vmID, err := node.ParseProviderID(n.Spec.ProviderID)
+	if err != nil {
+		logger.V(1).Info("Malformed providerID; Node left alone", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	if poolID == "" {
+		poolID = poolFromLabels(&n)
+	}
+	logger = logger.WithValues("vm", vmID, "pool", poolID)
+	ctx = log.IntoContext(ctx, logger)
+
+	snap := r.d.Inventory.Snapshot()
+	res := node.Resolve(snap, &n)
+	ready := common.IsReady(&n)
+
+	var vm *xo.VM
+	if res.Outcome == node.OutcomeMatched {
+		vm = res.VM
+	}
+	if vm != nil || ready {
+		trusted := vm != nil && snap.Complete() && snap.PoolConnected(vm.PoolID)
+		plan := planTaints(&n, vm, ready, trusted, r.d.OutOfServiceTaint)
+		if plan.empty() {
+			r.retry.reset(n.Name)
+			return r.resync(), nil
+		}
+		if err := r.applyTaints(ctx, &n, vm, plan); err != nil {
+			if common.IsConflict(err) || apierrors.IsNotFound(err) {
+				logger.V(1).Info("Node changed meanwhile; retrying")
+				return r.retryLater(n.Name), nil
+			}
+			return ctrl.Result{}, err
+		}
+		r.retry.reset(n.Name)
+		return r.resync(), nil
+	}
+
+	// NotReady, and the VM is not in the inventory: is it gone?
+	reason, why := r.confirmGone(ctx, snap, poolID, vmID)
+	if reason != "" {
+		deletionsRefused.WithLabelValues(reason).Inc()
+		logger.Info("Node's VM missing from XO but not confirmed gone; Node kept", "reason", reason, "detail", why)
+		r.eventVMGoneUnconfirmed(&n, vmID, why)
+		return r.retryLater(n.Name), nil
+	}
+	return r.delete(ctx, &n, vmID)
+}
+
+// poolFromLabels returns the pool uuid recorded in the Node's labels, for a providerID without
+// a pool part; "" when there is none that is a uuid.
+func poolFromLabels(n *corev1.Node) string {
+	for _, k := range []string{node.LabelPoolID, node.LabelRegion} {
+		if id, ok := node.NormalizeUUID(n.Labels[k]); ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// Reasons for refusing a deletion: the reason label of the refusals metric.
+const (
+	refusedNotSynced        = "inventory_not_synced"
+	refusedIncomplete       = "inventory_incomplete"
+	refusedPoolUnknown      = "pool_unknown"
+	refusedPoolDisconnected = "pool_disconnected"
+	refusedVMExists         = "vm_exists"
+	refusedXOErrorPrefix    = "xo_"
+)
+
+// refusalReasons lists every reason, to pre-register the metric's series.
+var refusalReasons = []string{
+	refusedNotSynced, refusedIncomplete, refusedPoolUnknown, refusedPoolDisconnected, refusedVMExists,
+	refusedXOErrorPrefix + "not_found", refusedXOErrorPrefix + "unauthorized", refusedXOErrorPrefix + "forbidden",
+	refusedXOErrorPrefix + "server_error", refusedXOErrorPrefix + "bad_response", refusedXOErrorPrefix + "unavailable",
+	refusedXOErrorPrefix + "unknown", refusedNodeChanged,
+}
+
+// xoReason turns an XO error into a refusal reason.
+func xoReason(err error) string {
+	var e *xo.Error
+	if errors.As(err, &e) {
+		return refusedXOErrorPrefix + e.Kind.String()
+	}
+	return refusedXOErrorPrefix + "unknown"
+}
+
+// confirmGone returns "" when the VM is confirmed gone from XO, else the reason (a metric label
+// value) and a sentence saying why not. The inventory checks come first: they cost nothing, and
+// XO is only asked once they all pass.
+func (r *Reconciler) confirmGone(ctx context.Context, snap *inventory.Snapshot, poolID, vmID string) (reason, why string) {
+	switch {
+	case !r.d.Inventory.HasSynced() || !snap.Synced():
+		return refusedNotSynced, "the XO inventory has not been listed yet"
+	case !snap.Complete():
+		why := "the XO inventory is incomplete or stale (a pool is disconnected, or XO cannot be listed)"
+		if err := r.d.Inventory.LastError(); err != nil {
+			why += ": " + err.Error()
+		}
+		return refusedIncomplete, why
+	case poolID == "":
+		return refusedPoolUnknown, "the Node names no pool (providerID without a pool, no pool label)"
+	case !snap.PoolConnected(poolID):
+		return refusedPoolDisconnected, fmt.Sprintf("XO holds no connection to pool %s: it forgets the VMs of a pool it cannot reach", poolID)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, r.xoTimeout())
+	defer cancel()
+	vm, err := r.d.XO.GetVM(ctx, vmID)
+	switch {
+	case err == nil && vm != nil:
+		return refusedVMExists, "XO still has the VM (the inventory lags behind)"
+	case err == nil:
+		return refusedXOErrorPrefix + "unknown", "XO answered the VM read without a VM"
+	case !xo.IsNotFound(err):
+		return xoReason(err), "cannot read the VM from XO: " + err.Error()
+	}
+	if _, err := r.d.XO.GetPool(ctx, poolID); err != nil {
+		return xoReason(err), fmt.Sprintf("cannot read pool %s from XO: %v", poolID, err)
+	}
+	connected := false
+	err = r.d.XO.ListServers(ctx, func(s *xo.Server) {
+		if s.Status == xo.ServerConnected && strings.EqualFold(s.PoolID, poolID) {
+			connected = true
+		}
+	})
+	switch {
+	case err != nil:
+		return xoReason(err), "cannot list XO's pool connections: " + err.Error()
+	case !connected:
+		return refusedPoolDisconnected, fmt.Sprintf("XO lists no connected server for pool %s", poolID)
+	}
+	return "", ""
+}
+
+func (r *Reconciler) xoTimeout() time.Duration {
+	if r.XOTimeout <= 0 {
+		return DefaultXOTimeout
+	}
+	return r.XOTimeout
+}
+
+// delete deletes a Node whose VM is confirmed gone. The preconditions make the API server refuse
+// if the Node was replaced (another UID) or changed (it may have become Ready) since it was read.
+func (r *Reconciler) delete(ctx context.Context, n *corev1.Node, vmID string) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	r.eventDeletingNode(n, vmID)
+	uid, rv := n.UID, n.ResourceVersion
+	err := r.d.Client.Delete(ctx, n, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	switch {
+	case apierrors.IsNotFound(err):
+		r.retry.reset(n.Name)
+		return ctrl.Result{}, nil
+	case common.IsConflict(err):
+		deletionsRefused.WithLabelValues(refusedNodeChanged).Inc()
+		logger.Info("Node changed while its deletion was decided; looking again")
+		return r.retryLater(n.Name), nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("delete node %s: %w", n.Name, err)
+	}
+	r.retry.reset(n.Name)
+	deletions.Inc()
+	logger.Info("Node deleted: its VM is gone from XO")
+	r.eventDeletedNode(n, vmID)
+	return ctrl.Result{}, nil
+}
+
+// refusedNodeChanged: the Node changed between the decision and the delete.
+const refusedNodeChanged = "node_changed"
+
+// taintPlan is what Reconcile changes on a Node's taints.
+type taintPlan struct {
+	addShutdown, removeShutdown bool
+	addOutOfService             bool
+	removeOutOfService          bool
+	// own and disown set or clear AnnotationOutOfService.
+	own, disown bool
+}
+
+func (p taintPlan) empty() bool { return p == taintPlan{} }
+
+// planTaints computes the taint changes for a Node:
+//
+//   - Ready: the shutdown taint goes (as k8s.io/cloud-provider does), and so does an
+//     out-of-service taint this controller put.
+//   - NotReady and the VM not Running (Halted, Suspended, Paused): the shutdown taint is set;
+//     if the VM is Halted and outOfService is enabled, the out-of-service taint too, unless the
+//     Node has one already (then it is someone else's and stays theirs).
+//   - NotReady and the VM Running: the shutdown taint and an owned out-of-service taint go, but
+//     only when trusted (the inventory complete and the VM's pool connected).
+//
+// vm is the VM from the inventory (nil when absent: then only readiness may lift taints).
+func planTaints(n *corev1.Node, vm *xo.VM, ready, trusted, outOfService bool) taintPlan {
+	var p taintPlan
+	hasShutdown := node.HasTaint(n.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
+	hasOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, corev1.TaintEffectNoExecute)
+	anyOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, "")
+	_, owned := n.Annotations[AnnotationOutOfService]
+
+	lift := func() {
+		p.removeShutdown = hasShutdown
+		p.removeOutOfService = owned && hasOOS
+		p.disown = owned
+	}
+	switch {
+	case ready:
+		lift()
+		return p
+	case vm == nil:
+		return p
+	}
+	switch vm.PowerState {
+	case xo.PowerStateRunning:
+		if trusted {
+			lift()
+		}
+	case xo.PowerStateHalted, xo.PowerStateSuspended, xo.PowerStatePaused:
+		p.addShutdown = !hasShutdown
+		wantOOS := outOfService && vm.PowerState == xo.PowerStateHalted
+		switch {
+		case wantOOS && !anyOOS:
+			p.addOutOfService, p.own = true, !owned
+		case owned && !anyOOS && !wantOOS:
+			// Our taint was lifted by someone else and is no longer wanted: forget it.
+			p.disown = true
+		}
+	}
+	return p
+}
+
+// applyTaints patches the Node with the plan, then emits the events and counts the metrics.
+func (r *Reconciler) applyTaints(ctx context.Context, n *corev1.Node, vm *xo.VM, p taintPlan) error {
+	after := n.DeepCopy()
+	var added, removed []corev1.Taint
+	if p.addShutdown {
+		t := shutdownTaint()
+		after.Spec.Taints, _ = node.WithTaint(after.Spec.Taints, t)
+		added = append(added, t)
+	}
+	if p.addOutOfService {
+		t := r.outOfServiceTaint()
+		after.Spec.Taints, _ = node.WithTaint(after.Spec.Taints, t)
+		added = append(added, t)
+	}
+	if p.removeShutdown {
+		after.Spec.Taints, _ = node.WithoutTaint(after.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
+		removed = append(removed, shutdownTaint())
+	}
+	if p.removeOutOfService {
+		after.Spec.Taints, _ = node.WithoutTaint(after.Spec.Taints, node.TaintOutOfService, corev1.TaintEffectNoExecute)
+		removed = append(removed, corev1.Taint{Key: node.TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
+	}
+	if p.own {
+		if after.Annotations == nil {
+			after.Annotations = map[string]string{}
+		}
+		after.Annotations[AnnotationOutOfService] = "true"
+	}
+	if p.disown {
+		delete(after.Annotations, AnnotationOutOfService)
+	}
+	if err := common.Patch(ctx, r.d.Client, n, after); err != nil {
+		return fmt.Errorf("patch taints of node %s: %w", n.Name, err)
+	}
+	logger := log.FromContext(ctx)
+	for _, t := range added {
+		taintsTotal.WithLabelValues(taintName(t.Key), opAdded).Inc()
+	}
+	for _, t := range removed {
+		taintsTotal.WithLabelValues(taintName(t.Key), opRemoved).Inc()
+	}
+	if len(added) > 0 {
+		logger.Info("Node tainted: its VM is not running", "powerState", vm.PowerState, "taints", taintList(added))
+		r.eventNodeShutdown(after, vm, added)
+	}
+	if len(removed) > 0 {
+		logger.Info("Node taints lifted: its VM runs again or the Node is Ready", "taints", taintList(removed))
+		r.eventNodeRunning(after, vm, removed, common.IsReady(n))
+	}
+	return nil
+}
+
+func shutdownTaint() corev1.Taint {
+	return corev1.Taint{Key: node.TaintShutdown, Effect: corev1.TaintEffectNoSchedule}
+}
+
+func (r *Reconciler) outOfServiceTaint() corev1.Taint {
+	now := metav1.NewTime(r.now())
+	return corev1.Taint{Key: node.TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute, TimeAdded: &now}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.d.Clock == nil {
+		return time.Now()
+	}
+	return r.d.Clock.Now()
+}
+
+// taintList writes taints as key[=value]:Effect, comma-separated.
+func taintList(ts []corev1.Taint) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = t.ToString()
+	}
+	return strings.Join(parts, ", ")
+}

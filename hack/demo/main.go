@@ -1,0 +1,327 @@
+// Command demo runs the whole controller on an embedded default: a local control plane (etcd
+// and kube-apiserver), the XO simulator serving hack/demo-inventory.yaml, and the controller
+// with its webhook served over TLS and called by the API server. It registers Nodes the way
+// kubelets with --cloud-provider=external do, shows them initialized, then shows a live
+// migration, a VM shutdown, a VM deletion and a pool that XO loses, reflected on the Nodes.
+//
+//	go run ./hack/demo        (or: make demo)
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
+
+const token = "demo-token-not-a-secret-0123456789abcdefghij"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("\n\033[1m==> "+format+"\033[0m\n", args...)
+}
+
+func run(ctx context.Context) error {
+	// Errors only: the demo prints its own story.
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
+	root := testenv.RepoRoot()
+
+	step("Preparing the control-plane binaries (the first run builds them from source: about 10 minutes)")
+	tb := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "testbin.sh"))
+	tb.Stderr = os.Stderr
+	out, err := tb.Output()
+	if err != nil {
+		return fmt.Errorf("hack/testbin.sh: %w", err)
+	}
+	bin := strings.TrimSpace(string(out))
+	os.Setenv("KUBEBUILDER_ASSETS", bin)
+
+	step("Starting the XO simulator with hack/demo-inventory.yaml")
+	sim := xosim.New(xosim.Options{Tokens: []string{token}})
+	data, err := os.ReadFile(filepath.Join(root, "hack", "demo-inventory.yaml"))
+	if err != nil {
+		return err
+	}
+	if data, err = yaml.YAMLToJSON(data); err != nil {
+		return err
+	}
+	if err := sim.LoadInventory(data); err != nil {
+		return err
+	}
+	xoSrv := httptest.NewServer(sim)
+	defer xoSrv.Close()
+	defer sim.CloseEventStreams()
+	xoc, err := xo.New(xo.Options{URL: xoSrv.URL, Token: token})
+	if err != nil {
+		return err
+	}
+	vms := map[string]*xo.VM{}
+	if err := xoc.ListVMs(ctx, func(v *xo.VM) { vms[v.NameLabel] = v }); err != nil {
+		return err
+	}
+	fmt.Printf("XO at %s: %d VMs\n", xoSrv.URL, len(vms))
+
+	step("Starting etcd and kube-apiserver, with the Node webhook registered (failurePolicy Ignore)")
+	env, err := testenv.Start(testenv.Options{Webhook: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	kubeconfig := filepath.Join(os.TempDir(), fmt.Sprintf("xo-ccm-demo-%d.kubeconfig", os.Getpid()))
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(kubeconfig)
+
+	step("Starting xenorchestra-cloud-controller-manager (webhook over TLS + cloud-node, cloud-node-lifecycle, cloud-node-label-sync)")
+	probe, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	o := app.NewOptions()
+	wo := env.WebhookInstallOptions
+	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	o.LeaderElect = false
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = probe
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	defer stopMgr()
+	mgrDone := make(chan error, 1)
+	go func() {
+		mgrDone <- app.Run(mgrCtx, o, env.Config, func(k string) string {
+			return map[string]string{"XOA_URL": xoSrv.URL, "XOA_TOKEN": token}[k]
+		})
+	}()
+	if err := waitReady(ctx, "http://"+probe+"/readyz", mgrDone); err != nil {
+		return err
+	}
+	fmt.Println("ready: inventory synced, webhook serving")
+
+	step("Registering Nodes the way kubelets with --cloud-provider=external do (uninitialized taint, systemUUID)")
+	c := env.Client
+	var names []string
+	for name, vm := range vms {
+		if !strings.HasPrefix(name, "k8s-") {
+			continue
+		}
+		names = append(names, name)
+		uuid, _ := sim.GuestSystemUUID(vm.ID)
+		n := testenv.KubeletNode(name, testenv.WithSystemUUID(uuid), testenv.WithNodeIP(vm.MainIPAddress))
+		start := time.Now()
+		if err := c.Create(ctx, n); err != nil {
+			return err
+		}
+		fmt.Printf("  %-14s created in %-8s providerID in the CREATE answer: %s\n", name, time.Since(start).Round(time.Millisecond), n.Spec.ProviderID)
+	}
+	sort.Strings(names)
+	if err := waitFor(ctx, "every Node initialized (uninitialized taint removed)", func() (bool, error) {
+		for _, name := range names {
+			var n corev1.Node
+			if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+				return false, err
+			}
+			if node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+	kubectl(ctx, bin, kubeconfig)
+
+	step("Live migration: k8s-worker-1 moves to xcp-a-02 in XO")
+	var hostA2 string
+	_ = xoc.ListHosts(ctx, func(h *xo.Host) {
+		if h.NameLabel == "xcp-a-02" {
+			hostA2 = h.ID
+		}
+	})
+	start := time.Now()
+	if err := sim.Migrate(vms["k8s-worker-1"].ID, hostA2); err != nil {
+		return err
+	}
+	if err := waitLabel(ctx, c, "k8s-worker-1", node.LabelZone, hostA2); err != nil {
+		return err
+	}
+	fmt.Printf("zone label updated %s after the migration\n", time.Since(start).Round(time.Millisecond))
+
+	step("Shutdown: k8s-worker-2 is halted in XO and its kubelet stops reporting (NotReady)")
+	if err := sim.SetPowerState(vms["k8s-worker-2"].ID, xo.PowerStateHalted); err != nil {
+		return err
+	}
+	if err := setReady(ctx, c, "k8s-worker-2", false); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "the shutdown taint on k8s-worker-2", func() (bool, error) {
+		var n corev1.Node
+		err := c.Get(ctx, types.NamespacedName{Name: "k8s-worker-2"}, &n)
+		return err == nil && node.HasTaint(n.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule) && n.Labels[node.LabelZone] != "", err
+	}); err != nil {
+		return err
+	}
+	fmt.Println("k8s-worker-2 tainted node.cloudprovider.kubernetes.io/shutdown:NoSchedule; its zone label kept (never the pool uuid)")
+
+	step("Deletion: k8s-worker-3 is deleted in XO and its Node is NotReady")
+	if err := setReady(ctx, c, "k8s-worker-3", false); err != nil {
+		return err
+	}
+	if err := sim.RemoveVM(vms["k8s-worker-3"].ID); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "the Node k8s-worker-3 deleted", func() (bool, error) {
+		var n corev1.Node
+		err := c.Get(ctx, types.NamespacedName{Name: "k8s-worker-3"}, &n)
+		return client.IgnoreNotFound(err) == nil && err != nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		return err
+	}
+
+	step("XO loses pool dc2-pool-b (it then answers 'no such VM' for all its VMs); its Nodes go NotReady")
+	pool := vms["k8s-worker-4"].PoolID
+	if err := sim.DisconnectPool(pool); err != nil {
+		return err
+	}
+	var inPool []string
+	for _, name := range names {
+		if vms[name].PoolID == pool {
+			inPool = append(inPool, name)
+			if err := setReady(ctx, c, name, false); err != nil {
+				return err
+			}
+		}
+	}
+	time.Sleep(5 * time.Second)
+	var kept int
+	for _, name := range inPool {
+		var n corev1.Node
+		if c.Get(ctx, types.NamespacedName{Name: name}, &n) == nil {
+			kept++
+		}
+	}
+	fmt.Printf("after 5 s: %d of %d Nodes of the lost pool kept (the upstream controller deletes them all)\n", kept, len(inPool))
+	kubectl(ctx, bin, kubeconfig)
+
+	step("Done; stopping everything")
+	stopMgr()
+	if err := <-mgrDone; err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+func kubectl(ctx context.Context, bin, kubeconfig string) {
+	for _, args := range [][]string{
+		{"get", "node", "-L", "topology.kubernetes.io/region,topology.kubernetes.io/zone,node.kubernetes.io/instance-type"},
+		{"get", "node", "-o", "custom-columns=NAME:.metadata.name,PROVIDER-ID:.spec.providerID,HOST:.metadata.labels.topology\\.k8s\\.xenorchestra/host_name_label,TAINTS:.spec.taints[*].key"},
+	} {
+		fmt.Println("$ kubectl " + strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		_ = cmd.Run()
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitReady(ctx context.Context, url string, done <-chan error) error {
+	return waitFor(ctx, "the controller ready", func() (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("controller stopped: %w", err)
+		default:
+		}
+		resp, err := http.Get(url) //nolint:gosec // loopback probe
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
+	start := time.Now()
+	last := time.Now()
+	fmt.Printf("waiting for %s ...\n", what)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			fmt.Printf("  done in %s\n", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if time.Since(last) > 5*time.Second {
+			fmt.Printf("  still waiting (%s)\n", time.Since(start).Round(time.Second))
+			last = time.Now()
+		}
+		if time.Since(start) > 2*time.Minute {
+			return fmt.Errorf("timed out waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func waitLabel(ctx context.Context, c client.Client, name, key, value string) error {
+	return waitFor(ctx, fmt.Sprintf("%s=%s on %s", key, value, name), func() (bool, error) {
+		var n corev1.Node
+		err := c.Get(ctx, types.NamespacedName{Name: name}, &n)
+		return err == nil && n.Labels[key] == value, err
+	})
+}
+
+// setReady plays the kubelet (or the node lifecycle controller) reporting the Ready condition.
+func setReady(ctx context.Context, c client.Client, name string, ready bool) error {
+	var n corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+		return err
+	}
+	before := n.DeepCopy()
+	testenv.WithReady(ready)(&n)
+	return c.Status().Patch(ctx, &n, client.MergeFrom(before))
+}
