@@ -44,3 +44,27 @@ $(BIN)/golangci-lint:
 .PHONY: lint
 lint: $(BIN)/golangci-lint ## Run golangci-lint (pinned under ./bin).
 	$(BIN)/golangci-lint run ./...
+
+.PHONY: demo
+demo: ## Run the whole controller on a local control plane and the XO simulator, and show what it does.
+	go run ./hack/demo
+
+.PHONY: run-xosim
+run-xosim: ## Serve hack/demo-inventory.yaml with the XO simulator on loopback.
+	go run ./cmd/xosim --inventory hack/demo-inventory.yaml
+
+CHART := charts/xenorchestra-cloud-controller-manager
+
+.PHONY: manifests
+manifests: ## Render docs/deploy/cloud-controller-manager.yml (kubectl manifests) from the chart.
+	hack/render-manifests.sh
+
+.PHONY: helm-lint
+helm-lint: testbin ## helm lint --strict the chart with its default values and every ci/*.yaml.
+	@helm="$$(hack/testbin.sh --path)/helm"; \
+	$$helm lint --strict $(CHART) && \
+	for f in $(CHART)/ci/*.yaml; do $$helm lint --strict $(CHART) -f $$f || exit 1; done
+
+.PHONY: docker-build
+docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -84,6 +85,7 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 		LeaderElectionID:              LeaseName,
 		LeaderElectionNamespace:       o.LeaderElectNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{DefaultTransform: trimNode},
 	}
 	if o.Webhook {
 		mgrOpts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
