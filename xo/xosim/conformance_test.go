@@ -116,7 +116,7 @@ func (c *conformance) send(method, path, contentType, body string, auth bool) *e
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)

@@ -309,3 +309,16 @@ func BenchmarkAddVMs(b *testing.B) {
 		}
 	}
 }
+
+func TestNoSecretsInOutput(t *testing.T) {
+	opts := Options{Tokens: []string{"secret-token"}, BasicAuth: map[string]string{"u": "secret-password"}}
+	sim := New(opts)
+	for _, out := range []string{
+		fmt.Sprint(opts), fmt.Sprintf("%+v", opts), fmt.Sprintf("%#v", opts),
+		fmt.Sprint(sim), fmt.Sprintf("%+v", sim), fmt.Sprintf("%#v", sim),
+	} {
+		if strings.Contains(out, "secret") {
+			t.Errorf("secret printed: %s", out)
+		}
+	}
+}

@@ -188,6 +188,9 @@ func appendNumber(dst []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
 	}
+	if f == 0 {
+		return append(dst, '0') // JSON.stringify(-0) is "0".
+	}
 	abs := math.Abs(f)
 	format := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {

@@ -265,12 +265,13 @@ func (s *Server) serveEvents(rq *request) {
 
 	ping := time.NewTicker(s.opts.PingInterval)
 	defer ping.Stop()
-	// While stalled, poll the fault set so that an expiring stall is noticed.
-	stallPoll := time.NewTicker(20 * time.Millisecond)
-	defer stallPoll.Stop()
 	ctx := r.Context()
 	for {
-		if !s.faults.stalled(sb.path, s.now()) {
+		// While stalled, poll the fault set so that an expiring stall is noticed.
+		var stallPoll <-chan time.Time
+		if s.faults.stalled(sb.path, s.now()) {
+			stallPoll = time.After(20 * time.Millisecond)
+		} else {
 			if !headerSent {
 				w.WriteHeader(http.StatusOK)
 				headerSent = true
@@ -291,7 +292,7 @@ func (s *Server) serveEvents(rq *request) {
 		case <-sb.closed:
 			return
 		case <-sb.wake:
-		case <-stallPoll.C:
+		case <-stallPoll:
 		case <-ping.C:
 			sb.enqueue(frame("ping", kv("ping", float64(s.now().UnixMilli()))), s.opts.MaxEventBuffer)
 		}

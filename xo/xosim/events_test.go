@@ -30,7 +30,7 @@ func openStream(t *testing.T, e *testEnv) *sseStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { resp.Body.Close() })
+	t.Cleanup(func() { _ = resp.Body.Close() })
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
@@ -338,7 +338,8 @@ func TestEventStreamEnds(t *testing.T) {
 	s := openStream(t, e)
 	e.sim.CloseEventStreams()
 	select {
-	case <-s.done:
+	case err := <-s.done:
+		t.Logf("stream ended: %v", err)
 	case <-time.After(time.Second):
 		t.Fatal("stream still open after CloseEventStreams")
 	}
@@ -365,7 +366,8 @@ func TestEventSlowConsumerCut(t *testing.T) {
 		}
 	}
 	select {
-	case <-s.done:
+	case err := <-s.done:
+		t.Logf("stream ended: %v", err)
 	case <-time.After(2 * time.Second):
 		t.Fatal("stalled stream over its buffer was not cut")
 	}

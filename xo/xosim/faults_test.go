@@ -20,7 +20,7 @@ func (e *testEnv) rawGet(t *testing.T, path string) (*http.Response, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return resp, string(b), err
 }
@@ -182,7 +182,7 @@ func TestFaultStall(t *testing.T) {
 	req.Header.Set("Cookie", "authenticationToken="+testToken)
 	client := &http.Client{Timeout: 100 * time.Millisecond}
 	if resp, err := client.Do(req); err == nil {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		t.Errorf("stream opened during a stall answered %d", resp.StatusCode)
 	}
 	e.sim.RemoveFault(id)
@@ -206,7 +206,7 @@ func TestFaultStallExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || line != "event: init\n" {
 		t.Fatalf("first line %q %v", line, err)

@@ -9,12 +9,6 @@ import (
 // {"memory":{"dynamic":[null,<max>]}}. A field absent from the object is left out. This file
 // reproduces pick for JSON values.
 
-// fieldPath is one parsed field: the original string and its path keys.
-type fieldPath struct {
-	raw  string
-	keys []string
-}
-
 // parseFields splits a fields parameter (comma-separated, names not trimmed, as XO does).
 func parseFields(s string) []string {
 	return strings.Split(s, ",")
@@ -46,7 +40,8 @@ func castPath(f string, obj any) []string {
 func isPlainProp(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+		word := c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+		if !word {
 			return false
 		}
 	}

@@ -2,6 +2,7 @@ package xosim
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"reflect"
 	"testing"
@@ -85,7 +86,7 @@ func TestAppendJSONMatchesJavaScript(t *testing.T) {
 		{1e21, "1e+21"},
 		{1e-7, "1e-7"},
 		{0.1, "0.1"},
-		{-0.0, "0"},
+		{math.Copysign(0, -1), "0"},
 		{"<a&b>", `"<a&b>"`},
 		{"tab\tnl\nq\"bs\\", `"tab\tnl\nq\"bs\\"`},
 		{"\x01", `"\u0001"`},

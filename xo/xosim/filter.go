@@ -646,7 +646,7 @@ func compileJSRegexp(pattern, flags string) (*regexp.Regexp, error) {
 			case e >= '1' && e <= '9':
 				if inClass {
 					// Legacy octal escape inside a class.
-					b.WriteString(fmt.Sprintf(`\x{%x}`, e-'0'))
+					fmt.Fprintf(&b, `\x{%x}`, e-'0')
 				} else {
 					return nil, fmt.Errorf("back-references are not supported")
 				}
@@ -657,7 +657,7 @@ func compileJSRegexp(pattern, flags string) (*regexp.Regexp, error) {
 				b.WriteString(`\x{` + string(in[i+1:i+5]) + `}`)
 				i += 4
 			case e == 'c' && i+1 < len(in) && ((in[i+1] >= 'a' && in[i+1] <= 'z') || (in[i+1] >= 'A' && in[i+1] <= 'Z')):
-				b.WriteString(fmt.Sprintf(`\x{%x}`, in[i+1]%32))
+				fmt.Fprintf(&b, `\x{%x}`, in[i+1]%32)
 				i++
 			default:
 				// Identity escape: the character itself.

@@ -125,7 +125,7 @@ func (e *testEnv) do(t testing.TB, method, path string, opts ...reqOpt) response
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, path, err)

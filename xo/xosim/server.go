@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"fmt"
 	"html"
 	"math"
 	"net/http"
@@ -40,6 +41,15 @@ type Options struct {
 	// 1 KiB or more when the client accepts gzip).
 	DisableGzip bool
 }
+
+// String describes the options without the tokens and passwords.
+func (o Options) String() string {
+	return fmt.Sprintf("xosim.Options{Tokens: %d redacted, BasicAuth: %d users, PingInterval: %v, MaxEventBuffer: %d, DisableGzip: %v}",
+		len(o.Tokens), len(o.BasicAuth), o.PingInterval, o.MaxEventBuffer, o.DisableGzip)
+}
+
+// GoString is String, so that %#v does not print secrets either.
+func (o Options) GoString() string { return o.String() }
 
 // Server simulates XO's REST API. It is an http.Handler and is safe for concurrent use.
 type Server struct {
@@ -85,6 +95,15 @@ func New(opts Options) *Server {
 	s.events.init()
 	return s
 }
+
+// String describes the simulator (never its tokens).
+func (s *Server) String() string {
+	pools, hosts, vms := s.Counts()
+	return fmt.Sprintf("xosim.Server{pools: %d, hosts: %d, VMs: %d}", pools, hosts, vms)
+}
+
+// GoString is String, so that %#v does not print secrets either.
+func (s *Server) GoString() string { return s.String() }
 
 // --- HTTP entry point --------------------------------------------------------------------
 
@@ -276,14 +295,15 @@ func (s *Server) authenticate(rq *request) bool {
 
 // cookieValue returns the first cookie of that name, nil when absent.
 func cookieValue(r *http.Request, name string) *string {
-	for _, c := range r.CookiesNamed(name) {
-		v := c.Value
-		if u, err := url.QueryUnescape(strings.ReplaceAll(v, "+", "%2B")); err == nil {
-			v = u
-		}
-		return &v
+	cs := r.CookiesNamed(name)
+	if len(cs) == 0 {
+		return nil
 	}
-	return nil
+	v := cs[0].Value
+	if u, err := url.QueryUnescape(strings.ReplaceAll(v, "+", "%2B")); err == nil {
+		v = u
+	}
+	return &v
 }
 
 // decodeBasic decodes base64(user:password) as Node does (lenient base64; the password is the

@@ -1,7 +1,6 @@
 package xosim
 
 import (
-	"bufio"
 	"compress/gzip"
 	"encoding/base64"
 	"io"
@@ -127,7 +126,7 @@ func TestUnknownRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 302 || resp.Header.Get("Location") != "/rest/v0/docs" {
 		t.Errorf("GET /rest/v0: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -298,7 +297,7 @@ func TestGzip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatalf("Content-Encoding %q", resp.Header.Get("Content-Encoding"))
 	}
@@ -488,15 +487,4 @@ func TestRequestCounters(t *testing.T) {
 	if b := e.sim.BytesWritten("GET", "/rest/v0/vms"); b != 0 {
 		t.Errorf("bytes after reset %d", b)
 	}
-}
-
-// readLines is used by streaming tests.
-func readLines(t testing.TB, r io.Reader) []string {
-	t.Helper()
-	var out []string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }

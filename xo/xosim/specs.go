@@ -25,7 +25,8 @@ type PoolSpec struct {
 	MasterID    string
 	Tags        []string
 	OtherConfig map[string]string
-	// ServerID is the id of XO's connection to this pool (/rest/v0/servers); random when empty.
+	// ServerID is the id of XO's connection to this pool (/rest/v0/servers); when empty, a
+	// name-based UUID derived from the pool id.
 	ServerID string
 	// ServerLabel is the connection's label; the pool's name_label when empty.
 	ServerLabel string

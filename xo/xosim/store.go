@@ -33,18 +33,6 @@ func (c collection) xoType() string {
 	}
 }
 
-// restName is the collection's REST path segment.
-func (c collection) restName() string {
-	switch c {
-	case collVM:
-		return "vms"
-	case collHost:
-		return "hosts"
-	default:
-		return "pools"
-	}
-}
-
 // object is an immutable snapshot of one XO object: data is never modified once published.
 type object struct {
 	id   string

@@ -1,5 +1,7 @@
-// Generates xo/xosim/testdata/complex-matcher.golden.json (node gen-complex-matcher.js > ...) with XO's own complex-matcher
-// (npm complex-matcher@0.7.0, same grammar as XO's current parser minus [resolve]).
+// Generates complex-matcher.golden.json with XO's own filter parser, the npm package
+// complex-matcher@0.7.0 (same grammar as XO's current parser, minus [resolve]):
+//
+//   npm install complex-matcher@0.7.0 lodash@4 && node gen-complex-matcher.js > complex-matcher.golden.json
 'use strict'
 const { parse, Comparison } = require('complex-matcher')
 

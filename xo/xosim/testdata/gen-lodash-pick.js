@@ -1,6 +1,7 @@
-// Generates xo/xosim/testdata/lodash-pick.golden.json (node gen-lodash-pick.js > ...): what
-// XO's collection entries hold for a fields parameter, {...pick(object, fields.split(',')), href},
-// computed with lodash 4 as XO does.
+// Generates lodash-pick.golden.json: what XO's collection entries hold for a fields parameter,
+// {...pick(object, fields.split(',')), href}, computed with lodash 4 as XO does:
+//
+//   npm install lodash@4 && node gen-lodash-pick.js > lodash-pick.golden.json
 'use strict'
 const pick = require('lodash/pick')
 
