@@ -68,3 +68,7 @@ helm-lint: testbin ## helm lint --strict the chart with its default values and e
 .PHONY: docker-build
 docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each; crashers land in testdata/fuzz.
+	hack/fuzz.sh

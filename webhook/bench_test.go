@@ -44,7 +44,7 @@ import (
 
 // benchInventory returns an inventory holding n VMs spread over 4 pools of 8 hosts, and the
 // VM ids.
-func benchInventory(b *testing.B, n int) (*inventory.Inventory, []string) {
+func benchInventory(b testing.TB, n int) (*inventory.Inventory, []string) {
 	b.Helper()
 	sim := xosim.New(xosim.Options{Tokens: []string{token}})
 	var specs []xosim.VMSpec
@@ -85,7 +85,8 @@ func benchInventory(b *testing.B, n int) (*inventory.Inventory, []string) {
 
 type discardRecorder struct{}
 
-func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {}
+func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
+}
 
 var _ events.EventRecorder = discardRecorder{}
 

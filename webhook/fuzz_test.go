@@ -1,0 +1,65 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// FuzzAdmissionHandler posts arbitrary bodies to the webhook's HTTP handler, as the API server
+// (or anyone reaching the port) could. It must never panic, and whatever it patches in must be
+// valid labels on a valid Node.
+func FuzzAdmissionHandler(f *testing.F) {
+	// A small inventory, so that bodies naming vm-0-1 or 10.0.0.2 resolve and get patched.
+	inv, _ := benchInventory(f, 16)
+	h := newHandler(inv)
+	seed := func(n *corev1.Node) []byte {
+		raw, _ := json.Marshal(n)
+		b, _ := json.Marshal(map[string]any{
+			"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+			"request": map[string]any{"uid": "1", "kind": map[string]string{"version": "v1", "kind": "Node"},
+				"resource": map[string]string{"version": "v1", "resource": "nodes"}, "operation": "CREATE", "object": json.RawMessage(raw)},
+		})
+		return b
+	}
+	f.Add(seed(&corev1.Node{}))
+	f.Add(seed(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vm-0-1", Labels: map[string]string{"a": "b"}}}))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":{"kind":"Node","spec":{"providerID":"xenorchestra:///zz"}}}}`))
+	f.Add([]byte(`{"request":null}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/mutate-v1-node", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var review admissionv1.AdmissionReview
+		if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &review) == nil && review.Response != nil && len(review.Response.Patch) > 0 {
+			var ops []struct {
+				Path  string          `json:"path"`
+				Value json.RawMessage `json:"value"`
+			}
+			if err := json.Unmarshal(review.Response.Patch, &ops); err != nil {
+				t.Fatalf("patch is not JSON: %v", err)
+			}
+			for _, op := range ops {
+				if op.Path == "/metadata/labels" {
+					var labels map[string]string
+					_ = json.Unmarshal(op.Value, &labels)
+					for k, v := range labels {
+						if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+							t.Fatalf("invalid label %q=%q patched in", k, v)
+						}
+					}
+				}
+			}
+		}
+	})
+}
