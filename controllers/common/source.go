@@ -94,27 +94,26 @@ func ChangeSource(inv *inventory.Inventory, c client.Reader) source.Source {
 		})
 		go func() {
 			logger := log.FromContext(ctx).WithName("xo-changes")
+			mapped := func(ch inventory.Change, sel client.ListOption) {
+				if err := enqueue(ctx, c, q, sel); err != nil {
+					logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
+				}
+			}
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-overflow:
-					enqueue(ctx, c, q, nil)
+					mapped(inventory.Change{}, nil)
 				case ch := <-changes:
-					var field, value string
 					switch ch.Kind {
 					case inventory.VMChanged:
-						field, value = IndexVM, ch.ID
-						enqueue(ctx, c, q, client.MatchingFields{IndexUnresolved: "true"})
+						mapped(ch, client.MatchingFields{IndexVM: ch.ID})
+						mapped(ch, client.MatchingFields{IndexUnresolved: "true"})
 					case inventory.HostChanged:
-						field, value = IndexHost, ch.ID
+						mapped(ch, client.MatchingFields{IndexHost: ch.ID})
 					case inventory.PoolChanged:
-						field, value = IndexPool, ch.ID
-					default:
-						continue
-					}
-					if err := enqueue(ctx, c, q, client.MatchingFields{field: value}); err != nil {
-						logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
+						mapped(ch, client.MatchingFields{IndexPool: ch.ID})
 					}
 				}
 			}

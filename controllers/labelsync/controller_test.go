@@ -521,7 +521,12 @@ func TestManagerMigrationWithin2s(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 
 	if !poll(10*time.Second, func() bool { return f.labels(n)[node.LabelZone] == f.host1 }) {
 		t.Fatal("Node not described by the running controller")

@@ -179,14 +179,6 @@ func (f *fixture) refuse() (restore func()) {
 	}
 }
 
-// addVM adds a VM to the pool, on host1, and waits until the inventory holds it.
-func (f *fixture) addVM(name, power string) string {
-	f.t.Helper()
-	id := must(f.sim.AddVM(xosim.VMSpec{PoolID: f.pool, HostID: f.host1, NameLabel: name, PowerState: power, CPUs: 2, Memory: 2 * xosim.GiB}))
-	f.waitInventory("VM "+name+" in the inventory", func(s *inventory.Snapshot) bool { return s.VM(id) != nil })
-	return id
-}
-
 // waitInventory polls the inventory until cond holds.
 func (f *fixture) waitInventory(what string, cond func(*inventory.Snapshot) bool) {
 	f.t.Helper()

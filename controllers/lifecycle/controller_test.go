@@ -584,7 +584,12 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 
 	start := time.Now()
 	if err := f.sim.SetPowerState(vm, halted); err != nil {

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -331,9 +330,6 @@ func (r *recorder) find(nodeName, reason string) []recorded {
 	}
 	return out
 }
-
-// errXO is returned by the failing XO wrappers of some tests.
-var errXO = errors.New("injected")
 
 // testrLogger returns a logger writing to the test's log.
 func testrLogger(t *testing.T) logr.Logger { return testr.New(t) }

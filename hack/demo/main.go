@@ -66,7 +66,9 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("hack/testbin.sh: %w", err)
 	}
 	bin := strings.TrimSpace(string(out))
-	os.Setenv("KUBEBUILDER_ASSETS", bin)
+	if err := os.Setenv("KUBEBUILDER_ASSETS", bin); err != nil {
+		return err
+	}
 
 	step("Starting the XO simulator with hack/demo-inventory.yaml")
 	sim := xosim.New(xosim.Options{Tokens: []string{token}})

@@ -324,7 +324,7 @@ func Desired(vm *xo.VM, host *xo.Host, pool *xo.Pool, current map[string]string,
 	poolID := strings.ToLower(vm.PoolID)
 	// keep carries a current label over, unless it is invalid or the pool uuid posing as a host.
 	keep := func(key string) {
-		if v, ok := current[key]; ok && validLabelValue(v) && !(poolID != "" && strings.EqualFold(v, poolID)) {
+		if v, ok := current[key]; ok && validLabelValue(v) && (poolID == "" || !strings.EqualFold(v, poolID)) {
 			d.Labels[key] = v
 		}
 	}

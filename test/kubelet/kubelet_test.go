@@ -1,0 +1,404 @@
+// Package kubelet_test is the strongest proof of the design: a genuine kubelet, started with
+// --cloud-provider=external under a node identity against an API server enforcing the Node
+// authorizer and NodeRestriction, registers its Node; the webhook patches that very CREATE
+// (the Node is stored with its providerID and labels from the start) and the controller then
+// lifts the uninitialized taint.
+//
+// It needs root (the kubelet tunes sysctls, bind-mounts its root folder and needs a --node-ip
+// on a local interface) and the kubelet binary of hack/testbin.sh; it skips, saying so,
+// without either. It restores every host change it or the kubelet makes.
+package kubelet_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	crifake "k8s.io/cri-client/pkg/fake"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
+
+const (
+	token    = "kubelet-test-token-0123456789abcdefghijklmnop"
+	nodeName = "xo-kubelet-node-1"
+	// timeout bounds the whole test once the control plane runs.
+	timeout = 60 * time.Second
+)
+
+// kubeletConfig is the KubeletConfiguration for this sandbox: cgroup v1 allowed, no QoS
+// cgroups nor node allocatable enforcement, no swap check, no eviction thresholds, serving on
+// loopback only with no anonymous access.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+evictionHard: {}
+containerRuntimeEndpoint: %s
+imageServiceEndpoint: %s
+podLogsDir: %s
+`
+
+// TestRealKubeletRegistersInitializedNode runs the whole chain with a real kubelet as the
+// client: the stored Node carries the providerID and labels from its first version (the
+// webhook mutated the kubelet's own CREATE), then the controller removes the uninitialized
+// taint.
+func TestRealKubeletRegistersInitializedNode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: needs root (the kubelet sets sysctls, bind-mounts its root dir and needs a --node-ip on lo); CI runs it as root")
+	}
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeletBin := filepath.Join(assets, "kubelet")
+	if _, err := os.Stat(kubeletBin); err != nil {
+		t.Skipf("skipped: no kubelet binary in %s (hack/testbin.sh builds it): %v", assets, err)
+	}
+	if c, err := net.Dial("unix", deviceManagerSocket); err == nil {
+		c.Close()
+		t.Fatalf("a kubelet already serves %s on this host: this test would take its device-plugin socket", deviceManagerSocket)
+	}
+
+	logs := &syncBuffer{}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.InfoLevel)))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", tailString(logs.String(), 60))
+		}
+	})
+
+	// XO: one pool, one host, the kubelet's VM. A real kubelet reports the host's DMI product
+	// uuid as systemUUID, which the test cannot choose: the VM gets that uuid when there is
+	// one, else the node's name (how PV/PVH guests without SMBIOS are matched).
+	sim := xosim.New(xosim.Options{Tokens: []string{token}})
+	pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: "dc1-pool-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: "xcp-host-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeIP := addLoopbackIP(t)
+	systemUUID := hostSystemUUID()
+	vmSpec := xosim.VMSpec{PoolID: pool, HostID: host, CPUs: 2, Memory: xosim.GiB, IPs: []string{nodeIP}}
+	if systemUUID != "" {
+		vmSpec.ID, vmSpec.NameLabel = systemUUID, "vm-of-"+nodeName
+		t.Logf("matching by systemUUID: the VM has the host's DMI product uuid %s", systemUUID)
+	} else {
+		vmSpec.NameLabel = nodeName
+		t.Logf("no readable DMI product uuid: matching by name (VM name_label %s)", nodeName)
+	}
+	vm, err := sim.AddVM(vmSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xoSrv := httptest.NewServer(sim)
+	t.Cleanup(xoSrv.Close)
+	t.Cleanup(sim.CloseEventStreams)
+
+	// Control plane enforcing node identities, with the webhook registered.
+	start := time.Now()
+	env, err := testenv.Start(testenv.Options{
+		Webhook: true,
+		APIServerArgs: map[string][]string{
+			"authorization-mode":       {"Node,RBAC"},
+			"enable-admission-plugins": {"NodeRestriction"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop envtest: %v", err)
+		}
+	})
+	t.Logf("control plane started in %s", time.Since(start).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+
+	// The controller, in-process, as the binary wires it.
+	start = time.Now()
+	probe := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	o := app.NewOptions()
+	wo := env.WebhookInstallOptions
+	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
+	o.LeaderElect = false
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = probe
+	mgrCtx, stopMgr := context.WithCancel(context.Background())
+	var mgrErr error
+	mgrDone := make(chan struct{})
+	go func() {
+		defer close(mgrDone)
+		mgrErr = app.Run(mgrCtx, o, env.Config, func(k string) string {
+			return map[string]string{"XOA_URL": xoSrv.URL, "XOA_TOKEN": token}[k]
+		})
+	}()
+	t.Cleanup(func() {
+		stopMgr()
+		<-mgrDone
+		if mgrErr != nil {
+			t.Errorf("controller: %v", mgrErr)
+		}
+	})
+	waitReady(ctx, t, "http://"+probe+"/readyz", mgrDone)
+	t.Logf("controller ready (inventory synced, webhook serving) in %s", time.Since(start).Round(time.Millisecond))
+
+	// The kubelet's identity, as a TLS-bootstrapped kubelet ends up with.
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "system:node:" + nodeName, Groups: []string{"system:nodes"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if d, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = d
+	}
+	kubeconfigFile := filepath.Join(dir, "kubelet.kubeconfig")
+	if err := os.WriteFile(kubeconfigFile, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fake CRI runtime served from this process.
+	cri := crifake.NewFakeRemoteRuntime()
+	criEndpoint := "unix://" + filepath.Join(dir, "cri.sock")
+	if err := cri.Start(criEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cri.Stop)
+
+	rootDir := filepath.Join(dir, "root")
+	configFile := filepath.Join(dir, "kubelet.yaml")
+	cfg := fmt.Sprintf(kubeletConfig, freePort(t), criEndpoint, criEndpoint, filepath.Join(dir, "pod-logs"))
+	if err := os.WriteFile(configFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch from before the kubelet starts: the first event is the Node as first stored.
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("%d Nodes before the kubelet started", len(list.Items))
+	}
+	w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + nodeName, ResourceVersion: list.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	// Host changes of the kubelet, undone in t.Cleanup after it is killed (cleanups run last
+	// registered first, and the kubelet's is registered last).
+	saveSysctls(t)
+	removeCreatedHostPaths(t)
+	unmountUnder(t, rootDir)
+	kubelet := startKubelet(t, kubeletBin, filepath.Join(dir, "kubelet.log"),
+		"--config="+configFile,
+		"--kubeconfig="+kubeconfigFile,
+		"--root-dir="+rootDir,
+		"--cert-dir="+filepath.Join(dir, "pki"),
+		"--cloud-provider=external",
+		"--hostname-override="+nodeName,
+		"--node-ip="+nodeIP,
+		"--register-node=true",
+		"--v=1",
+	)
+
+	// The Node as first stored.
+	first := nextNode(ctx, t, w, kubelet, watch.Added)
+	registeredAt := time.Now()
+	registered := registeredAt.Sub(kubelet.started)
+	t.Logf("kubelet start → Node registered: %s (resourceVersion %s)", registered.Round(time.Millisecond), first.ResourceVersion)
+	// Without DMI the kubelet reports the machine-id instead, which matches no VM: resolution
+	// falls through to the name.
+	t.Logf("the kubelet reported systemUUID %q", first.Status.NodeInfo.SystemUUID)
+	if systemUUID != "" && !strings.EqualFold(first.Status.NodeInfo.SystemUUID, systemUUID) {
+		t.Errorf("the kubelet reported systemUUID %q, the host's DMI product uuid is %q", first.Status.NodeInfo.SystemUUID, systemUUID)
+	}
+	wantDescribed(t, first, pool, host, vm, vmSpec.NameLabel)
+	if got := first.Annotations["alpha.kubernetes.io/provided-node-ip"]; got != nodeIP {
+		t.Errorf("annotation alpha.kubernetes.io/provided-node-ip = %q, want %q (the kubelet's --node-ip)", got, nodeIP)
+	}
+	if !node.HasTaint(first.Spec.Taints, node.TaintUninitialized, corev1.TaintEffectNoSchedule) {
+		t.Errorf("first stored Node has no %s taint: not a kubelet with --cloud-provider=external, or the webhook removed it", node.TaintUninitialized)
+	}
+	// The first version has one writer, the kubelet, which did not send the providerID nor
+	// our labels (managedFields record the request as sent, before mutating admission): they
+	// were added by the webhook to the kubelet's own CREATE.
+	if len(first.ManagedFields) == 0 {
+		t.Error("first stored Node has no managedFields")
+	}
+	for _, mf := range first.ManagedFields {
+		if mf.Manager != "kubelet" {
+			t.Errorf("first stored Node has fields managed by %q (%s): want only the kubelet's CREATE", mf.Manager, mf.Operation)
+		}
+	}
+	sent := managedFieldsOf(first, "kubelet")
+	for _, f := range []string{`"f:providerID"`, `"f:` + node.LabelRegion + `"`, `"f:` + node.LabelVMName + `"`} {
+		if strings.Contains(sent, f) {
+			t.Errorf("the kubelet itself sent %s: the test does not prove the webhook set it (kubelet fields: %s)", f, sent)
+		}
+	}
+	if !strings.Contains(sent, `"f:`+corev1.LabelHostname+`"`) {
+		t.Errorf("the kubelet's fields lack its own %s label: %s", corev1.LabelHostname, sent)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The controller lifts the taint.
+	var last *corev1.Node
+	for last = first; node.HasTaint(last.Spec.Taints, node.TaintUninitialized, ""); {
+		last = nextNode(ctx, t, w, kubelet, watch.Modified)
+	}
+	t.Logf("Node registered → uninitialized taint lifted: %s; kubelet start → initialized: %s",
+		time.Since(registeredAt).Round(time.Millisecond), time.Since(kubelet.started).Round(time.Millisecond))
+	got, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDescribed(t, got, pool, host, vm, vmSpec.NameLabel)
+	select {
+	case <-kubelet.exited:
+		t.Errorf("the kubelet exited: %v", kubelet.err)
+	default:
+	}
+}
+
+// wantDescribed checks the providerID and labels the webhook sets for the VM.
+func wantDescribed(t *testing.T, n *corev1.Node, pool, host, vm, vmName string) {
+	t.Helper()
+	if want := node.FormatProviderID(pool, vm); n.Spec.ProviderID != want {
+		t.Errorf("providerID %q, want %q", n.Spec.ProviderID, want)
+	}
+	want := map[string]string{
+		node.LabelRegion:       pool,
+		node.LabelZone:         host,
+		node.LabelInstanceType: "2vCPU-1GB",
+		node.LabelPoolID:       pool,
+		node.LabelPoolName:     "dc1-pool-a",
+		node.LabelHostID:       host,
+		node.LabelHostName:     "xcp-host-01",
+		node.LabelVMName:       vmName,
+		corev1.LabelHostname:   nodeName,
+	}
+	for k, v := range want {
+		if n.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
+		}
+	}
+	if n.Annotations[node.AnnotationManagedLabels] == "" {
+		t.Errorf("no %s annotation", node.AnnotationManagedLabels)
+	}
+}
+
+// managedFieldsOf returns the fieldsV1 JSON of a manager's entries.
+func managedFieldsOf(n *corev1.Node, manager string) string {
+	var b bytes.Buffer
+	for _, mf := range n.ManagedFields {
+		if mf.Manager == manager && mf.FieldsV1 != nil {
+			b.Write(mf.FieldsV1.Raw)
+		}
+	}
+	return b.String()
+}
+
+// nextNode returns the Node of the next watch event, which must be of type want; it fails
+// the test when the kubelet exits, the watch ends or ctx expires first.
+func nextNode(ctx context.Context, t *testing.T, w watch.Interface, k *kubeletProcess, want watch.EventType) *corev1.Node {
+	t.Helper()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("the Node watch ended")
+		}
+		n, isNode := ev.Object.(*corev1.Node)
+		if ev.Type != want || !isNode {
+			t.Fatalf("watch event %s %T, want %s of a Node", ev.Type, ev.Object, want)
+		}
+		return n
+	case <-k.exited:
+		t.Fatalf("the kubelet exited: %v", k.err)
+	case <-ctx.Done():
+		t.Fatalf("waiting for a %s Node event: %v", want, ctx.Err())
+	}
+	return nil
+}
+
+// waitReady polls the controller's readiness endpoint.
+func waitReady(ctx context.Context, t *testing.T, url string, done <-chan struct{}) {
+	t.Helper()
+	for {
+		select {
+		case <-done:
+			t.Fatal("controller stopped before it was ready")
+		case <-ctx.Done():
+			t.Fatalf("controller not ready: %v", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		resp, err := http.Get(url) //nolint:gosec // loopback probe
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+	}
+}
+
+// tailString returns the last n lines of s.
+func tailString(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
