@@ -6,12 +6,15 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -42,12 +45,18 @@ type NodeDefaulter struct {
 
 var _ admission.Defaulter[*corev1.Node] = &NodeDefaulter{}
 
-// SetupWithManager registers the webhook at Path.
+// SetupWithManager registers the webhook at Path on the manager's webhook server.
 func (d *NodeDefaulter) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &corev1.Node{}).
-		WithDefaulter(d).
-		WithDefaulterCustomPath(Path).
-		Complete()
+	return d.Register(mgr.GetScheme(), mgr.GetWebhookServer())
+}
+
+// Register serves the webhook at Path on srv.
+func (d *NodeDefaulter) Register(scheme *runtime.Scheme, srv ctrlwebhook.Server) error {
+	if srv == nil {
+		return errors.New("no webhook server")
+	}
+	srv.Register(Path, admission.WithDefaulter(scheme, admission.Defaulter[*corev1.Node](d)))
+	return nil
 }
 
 // Default resolves the Node's VM and sets what the VM implies. It always returns nil: an error

@@ -87,8 +87,9 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         cache.Options{DefaultTransform: trimNode},
 	}
+	var webhookServer ctrlwebhook.Server
 	if o.Webhook {
-		mgrOpts.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
+		webhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host:    o.WebhookHost,
 			Port:    o.WebhookPort,
 			CertDir: o.WebhookCertDir,
@@ -125,10 +126,7 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 			Inventory: inv, XO: xoClient, LookupTimeout: o.WebhookLookupTimeout,
 			Labels: labels, Addresses: addresses, Recorder: recorder,
 		}
-		if err := d.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("set up webhook: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		if err := startWebhook(ctx, mgr, webhookServer, d, o.WebhookCertDir); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+)
+
+// certPollInterval is how often a replica without a serving certificate looks for one.
+const certPollInterval = 5 * time.Second
+
+// startWebhook registers the Node webhook on srv and adds srv to the manager — at once when
+// the serving certificate is in certDir, otherwise as soon as it appears.
+//
+// Why wait rather than fail: on a new cluster every Node carries the uninitialized taint until
+// this controller runs, so cert-manager (which does not tolerate that taint) cannot issue the
+// certificate before the controller has initialized the Nodes. The controllers therefore start
+// without the webhook; the API server admits Nodes unchanged meanwhile (failurePolicy Ignore)
+// and the cloud-node controller initializes them. Readiness reports the webhook as pending, not
+// failed, until the certificate exists.
+func startWebhook(ctx context.Context, mgr ctrl.Manager, srv ctrlwebhook.Server, d *webhook.NodeDefaulter, certDir string) error {
+	if err := d.Register(mgr.GetScheme(), srv); err != nil {
+		return fmt.Errorf("set up webhook: %w", err)
+	}
+	var added atomic.Bool
+	if err := mgr.AddReadyzCheck("webhook", func(r *http.Request) error {
+		if !added.Load() {
+			return nil // waiting for the certificate; see above
+		}
+		return srv.StartedChecker()(r)
+	}); err != nil {
+		return err
+	}
+	if certsPresent(certDir) {
+		added.Store(true)
+		return mgr.Add(srv)
+	}
+	log := ctrl.Log.WithName("webhook")
+	log.Info("No serving certificate yet; the webhook starts when it appears, the controllers run meanwhile", "certDir", certDir)
+	return mgr.Add(everyReplica(func(ctx context.Context) error {
+		t := time.NewTicker(certPollInterval)
+		defer t.Stop()
+		for !certsPresent(certDir) {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+		log.Info("Serving certificate found; starting the webhook", "certDir", certDir)
+		added.Store(true)
+		if err := srv.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("webhook server: %w", err)
+		}
+		return nil
+	}))
+}
+
+// everyReplica is a runnable that runs on every replica, leader or not, as the webhook must.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection tells the manager to start it without waiting for leadership.
+func (everyReplica) NeedLeaderElection() bool { return false }
+
+var _ manager.LeaderElectionRunnable = everyReplica(nil)
+
+// certsPresent reports whether certDir holds a non-empty tls.crt and tls.key.
+func certsPresent(dir string) bool {
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			return false
+		}
+	}
+	return true
+}
