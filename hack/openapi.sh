@@ -31,7 +31,16 @@ if [[ -f "$spec" && "$(sha256 "$spec")" == "$SPEC_SHA256" ]]; then
   exit 0
 fi
 
-command -v npm >/dev/null || { log "npm is required (apt-get install npm)"; exit 1; }
+if ! command -v npm >/dev/null; then
+  # A fresh machine may lack npm; Debian packages it. As root, install it; otherwise say how.
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    log "installing npm from Debian's packages"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+  else
+    log "npm is required: sudo apt-get install npm"
+    exit 1
+  fi
+fi
 mkdir -p "$dir"
 work=$(mktemp -d "$dir/.fetch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
