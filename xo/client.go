@@ -1,6 +1,7 @@
 package xo
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -50,6 +51,8 @@ type Client struct {
 	listTimeout time.Duration
 	retries     int
 	retryWait   time.Duration
+	// token is kept only to redact it from the answers that go into errors.
+	token []byte
 }
 
 // New returns a Client. It makes no request.
@@ -102,7 +105,17 @@ func New(o Options) (*Client, error) {
 		SetLogger(discardLogger{}).
 		SetDoNotParseResponse(true).
 		SetRedirectPolicy(resty.NoRedirectPolicy())
-	return &Client{r: r, timeout: o.Timeout, listTimeout: o.ListTimeout, retries: o.Retries, retryWait: o.RetryWait}, nil
+	return &Client{r: r, timeout: o.Timeout, listTimeout: o.ListTimeout, retries: o.Retries, retryWait: o.RetryWait, token: []byte(o.Token)}, nil
+}
+
+// redact removes the token from a server's answer before any of it goes into an error (and
+// so into logs and events): a reverse proxy or a misbehaving server may echo the request's
+// cookie in its error page. It runs before the message is cut, so no part of it survives.
+func (c *Client) redact(body []byte) []byte {
+	if len(c.token) == 0 {
+		return body
+	}
+	return bytes.ReplaceAll(body, c.token, []byte("[redacted]"))
 }
 
 // discardLogger keeps resty quiet: the client reports through errors and metrics.
@@ -156,7 +169,7 @@ func (c *Client) try(ctx context.Context, op, method, path string, query url.Val
 	defer raw.Body.Close()
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(raw.Body, 64<<10))
-		e := statusError(op, raw.StatusCode, raw.Header.Get("Content-Type"), b)
+		e := statusError(op, raw.StatusCode, raw.Header.Get("Content-Type"), c.redact(b))
 		return e.Kind == KindServerError, e
 	}
 	if read == nil {

@@ -311,3 +311,23 @@ func TestWatchStalledStreamBreaks(t *testing.T) {
 		t.Fatalf("stalled stream gave %v after %s", err, time.Since(start))
 	}
 }
+
+func TestErrorBodyEchoingTheTokenIsRedacted(t *testing.T) {
+	// A proxy's error page that echoes the request's cookie must not carry the token into an
+	// error (and from there into logs and events).
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("upstream failed for request with Cookie: " + r.Header.Get("Cookie")))
+	}))
+	defer srv.Close()
+	c, err := xo.New(xo.Options{URL: srv.URL, Token: token, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetVM(context.Background(), "3f1c2b7e-0c4a-4d2b-9e51-6a0f2e8b1c11")
+	if !xo.IsServerError(err) || !strings.Contains(err.Error(), "[redacted]") {
+		t.Fatalf("error %v", err)
+	}
+	noToken(t, err)
+}

@@ -92,7 +92,7 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions, fn func(Event)) erro
 	defer body.Close()
 	if code := resp.StatusCode(); code != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
-		e := statusError("open events", code, resp.Header().Get("Content-Type"), b)
+		e := statusError("open events", code, resp.Header().Get("Content-Type"), c.redact(b))
 		observe("open events", start, e)
 		if e.Kind == KindBadResponse && code == http.StatusNotFound {
 			return fmt.Errorf("%w: %w", ErrNoEventStream, e)

@@ -85,6 +85,9 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 		LeaderElectionID:              LeaseName,
 		LeaderElectionNamespace:       o.LeaderElectNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaderElectLeaseDuration,
+		RenewDeadline:                 &o.LeaderElectRenewDeadline,
+		RetryPeriod:                   &o.LeaderElectRetryPeriod,
 		Cache:                         cache.Options{DefaultTransform: trimNode},
 	}
 	var webhookServer ctrlwebhook.Server

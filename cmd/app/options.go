@@ -44,6 +44,11 @@ type Options struct {
 	HealthProbeBindAddress string
 	LeaderElect            bool
 	LeaderElectNamespace   string
+	// LeaderElectLeaseDuration, LeaderElectRenewDeadline and LeaderElectRetryPeriod are the
+	// Lease timings: a crashed leader is replaced within about LeaseDuration + RetryPeriod.
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
 	// KubeAPIQPS and KubeAPIBurst are the Kubernetes client's rate limits; the defaults let a
 	// burst of thousands of Nodes initialize within seconds.
 	KubeAPIQPS   float64
@@ -56,17 +61,20 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Controllers:            "*",
-		Webhook:                true,
-		WebhookPort:            9443,
-		WebhookCertDir:         "/etc/xenorchestra-cloud-controller-manager/tls",
-		WebhookLookupTimeout:   time.Second,
-		MetricsBindAddress:     ":8080",
-		HealthProbeBindAddress: ":8081",
-		LeaderElect:            true,
-		KubeAPIQPS:             500,
-		KubeAPIBurst:           1000,
-		Workers:                64,
+		Controllers:              "*",
+		Webhook:                  true,
+		WebhookPort:              9443,
+		WebhookCertDir:           "/etc/xenorchestra-cloud-controller-manager/tls",
+		WebhookLookupTimeout:     time.Second,
+		MetricsBindAddress:       ":8080",
+		HealthProbeBindAddress:   ":8081",
+		LeaderElect:              true,
+		LeaderElectLeaseDuration: 15 * time.Second,
+		LeaderElectRenewDeadline: 10 * time.Second,
+		LeaderElectRetryPeriod:   2 * time.Second,
+		KubeAPIQPS:               500,
+		KubeAPIBurst:             1000,
+		Workers:                  64,
 	}
 }
 
@@ -83,6 +91,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only on the replica holding the Lease "+LeaseName+". The webhook serves on every replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader-election Lease; empty: the pod's namespace.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a non-leader waits after the last renewal before taking the Lease.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew the Lease before it stops leading.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Interval between attempts to take or renew the Lease.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the Kubernetes API.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes each controller reconciles concurrently.")
@@ -119,6 +130,10 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookLookupTimeout <= 0 || o.WebhookLookupTimeout > 10*time.Second {
 		errs = append(errs, fmt.Errorf("--webhook-lookup-timeout: %s must be in (0, 10s]", o.WebhookLookupTimeout))
+	}
+	if o.LeaderElect && (o.LeaderElectRetryPeriod <= 0 || o.LeaderElectRetryPeriod >= o.LeaderElectRenewDeadline || o.LeaderElectRenewDeadline >= o.LeaderElectLeaseDuration) {
+		errs = append(errs, fmt.Errorf("--leader-elect-*: want 0 < retry-period (%s) < renew-deadline (%s) < lease-duration (%s)",
+			o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration))
 	}
 	if o.KubeAPIQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps: %g must be positive", o.KubeAPIQPS))

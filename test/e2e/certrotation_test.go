@@ -1,0 +1,284 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+)
+
+// rotationTimeout bounds the wait for a rewritten certificate to be served. controller-runtime's
+// certificate watcher reacts to file events at once and also polls every 10s.
+const rotationTimeout = 25 * time.Second
+
+// TestWebhookCertRotation runs the controller's webhook (app.Run, as the binary wires it) on a
+// certificate folder, registered with failurePolicy Fail so that a TLS failure refuses the
+// Node, and rewrites the folder under the running server: the new certificate must be
+// served, without a restart, and Node CREATE through the API server must still be mutated.
+// Two ways of rewriting, as they happen in clusters:
+//   - files written beside and renamed over tls.key and tls.crt (an atomic file replace);
+//   - the Secret-volume way (the kubelet's atomic writer): tls.crt and tls.key are symlinks
+//     through ..data, which is swapped to a new timestamped folder in one rename. This one
+//     also moves to a new CA, with the webhook's caBundle updated first to trust both, as
+//     cert-manager's CA injector does.
+func TestWebhookCertRotation(t *testing.T) {
+	env := startEnv(t, testenv.Options{})
+	token := newToken(t)
+	xo := newXO(t, token, false)
+	vms := make([]string, 6)
+	for i := range vms {
+		vms[i] = xo.addVM(t, xo.poolA, xo.hostA1, "rot-vm-"+strconv.Itoa(i))
+	}
+	xoEnv := map[string]string{"XOA_URL": xo.srv.URL, "XOA_TOKEN": token}
+	c := env.Client
+	ctx := context.Background()
+
+	ca1 := newCA(t, "rotation-ca-1")
+	mwc := webhook.Configuration("e2e-rotation", nil, admissionregistrationv1.Fail, 5)
+	registrations := 0
+	// register points the API server's webhook at addr, trusting caBundle. Each call makes the
+	// bundle's bytes unique (trailing newlines, which PEM ignores): the API server caches one
+	// client per client configuration and keeps its connections alive, so only a new
+	// configuration proves that a new TLS handshake with the current certificate succeeds.
+	register := func(addr string, caBundle []byte) {
+		t.Helper()
+		registrations++
+		url := "https://" + addr + webhook.Path
+		bundle := append(bytes.Clone(caBundle), bytes.Repeat([]byte("\n"), registrations)...)
+		cc := admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: bundle}
+		if registrations == 1 {
+			mwc.Webhooks[0].ClientConfig = cc
+			if err := c.Create(ctx, mwc); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		before := mwc.DeepCopy()
+		mwc.Webhooks[0].ClientConfig = cc
+		if err := c.Patch(ctx, mwc, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeN := 0
+	// admitted creates a Node for vm through the API server and checks the webhook mutated it
+	// (providerID in the CREATE answer). The API server takes a moment to apply a changed
+	// webhook configuration, so the caller retries.
+	admitted := func(vm string) error {
+		nodeN++
+		n := testenv.KubeletNode("rot-node-"+strconv.Itoa(nodeN), testenv.WithSystemUUID(xo.systemUUID(t, vm)))
+		if err := c.Create(ctx, n); err != nil {
+			return fmt.Errorf("create Node: %w", err)
+		}
+		if n.Spec.ProviderID == "" {
+			_ = c.Delete(ctx, n)
+			return errors.New("Node admitted without the webhook's mutation")
+		}
+		return nil
+	}
+
+	t.Run("rename over the files", func(t *testing.T) {
+		roots := x509.NewCertPool()
+		roots.AddCert(ca1.cert)
+		dir := ca1.certDir(t, 100)
+		addr := runWebhook(t, env.Config, dir, xoEnv)
+		register(addr, ca1.pem)
+		waitFor(t, 30*time.Second, "Node CREATE mutated through the first certificate", func() error { return admitted(vms[0]) })
+		if s, err := servedSerial(addr, roots); err != nil || s != 100 {
+			t.Fatalf("served serial %d (%v); want 100", s, err)
+		}
+
+		crt, key := ca1.issue(t, 101)
+		// Key first: until the certificate follows, the pair does not match and the server
+		// keeps the old one.
+		replaceFile(t, filepath.Join(dir, "tls.key"), key)
+		replaceFile(t, filepath.Join(dir, "tls.crt"), crt)
+		waitServed(t, addr, roots, 101)
+		register(addr, ca1.pem)
+		waitFor(t, 15*time.Second, "Node CREATE mutated through the renewed certificate", func() error { return admitted(vms[1]) })
+	})
+
+	t.Run("secret volume ..data swap to a new CA", func(t *testing.T) {
+		ca2 := newCA(t, "rotation-ca-2")
+		dir := t.TempDir()
+		crt, key := ca1.issue(t, 200)
+		writeSecretVolume(t, dir, 1, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca1.pem})
+		addr := runWebhook(t, env.Config, dir, xoEnv)
+		register(addr, ca1.pem)
+		waitFor(t, 30*time.Second, "Node CREATE mutated through the mounted certificate", func() error { return admitted(vms[2]) })
+		roots1 := x509.NewCertPool()
+		roots1.AddCert(ca1.cert)
+		if s, err := servedSerial(addr, roots1); err != nil || s != 200 {
+			t.Fatalf("served serial %d (%v); want 200", s, err)
+		}
+
+		// The CA injector adds the new CA to the bundle before the certificate changes.
+		register(addr, append(append([]byte{}, ca1.pem...), ca2.pem...))
+		waitFor(t, 15*time.Second, "Node CREATE mutated with the two-CA bundle", func() error { return admitted(vms[3]) })
+
+		crt, key = ca2.issue(t, 300)
+		writeSecretVolume(t, dir, 2, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca2.pem})
+		roots2 := x509.NewCertPool()
+		roots2.AddCert(ca2.cert)
+		waitServed(t, addr, roots2, 300)
+		register(addr, append(append([]byte{}, ca1.pem...), ca2.pem...))
+		waitFor(t, 15*time.Second, "Node CREATE mutated through the certificate of the new CA", func() error { return admitted(vms[4]) })
+
+		// Proof that the API server really verifies against the bundle: with only the old CA
+		// it can no longer call the webhook, and failurePolicy Fail refuses the Node.
+		register(addr, ca1.pem)
+		waitFor(t, 15*time.Second, "Node CREATE refused with a bundle that does not trust the new certificate", func() error {
+			err := admitted(vms[5])
+			if err == nil {
+				return errors.New("Node still admitted and mutated")
+			}
+			return nil
+		})
+	})
+}
+
+// runWebhook runs app.Run in this process with the webhook only (no controllers, no leader
+// election) on a free loopback port with the certificates in certDir, XO configured from
+// xoEnv, until the test ends. It returns the webhook's address once the manager is ready.
+func runWebhook(t *testing.T, restConfig *rest.Config, certDir string, xoEnv map[string]string) string {
+	t.Helper()
+	o := app.NewOptions()
+	o.Controllers = ""
+	o.LeaderElect = false
+	o.MetricsBindAddress = "0"
+	o.HealthProbeBindAddress = loopback(freePort(t))
+	o.WebhookHost = "127.0.0.1"
+	o.WebhookPort = freePort(t)
+	o.WebhookCertDir = certDir
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, o, restConfig, func(k string) string { return xoEnv[k] }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("app.Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("app.Run did not return within 30s of its context's end")
+		}
+		if t.Failed() {
+			t.Logf("--- in-process log (tail) ---\n%s", tail(inProcessLog.Bytes(), 6000))
+		}
+	})
+	waitFor(t, 30*time.Second, "the in-process manager ready", func() error {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("app.Run returned before it was ready: %v", err)
+		default:
+		}
+		status, body, err := httpGet("http://" + o.HealthProbeBindAddress + "/readyz?verbose")
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			return fmt.Errorf("status %d: %s", status, body)
+		}
+		return nil
+	})
+	// The server must keep running through every rotation: a restart would be a return.
+	t.Cleanup(func() {
+		select {
+		case err := <-done:
+			done <- err
+			t.Errorf("app.Run returned before the test ended: %v", err)
+		default:
+		}
+	})
+	return loopback(o.WebhookPort)
+}
+
+// waitServed waits until the server at addr presents the certificate with serial, verified
+// against roots.
+func waitServed(t *testing.T, addr string, roots *x509.CertPool, serial int64) {
+	t.Helper()
+	start := time.Now()
+	waitFor(t, rotationTimeout, fmt.Sprintf("certificate serial %d served", serial), func() error {
+		s, err := servedSerial(addr, roots)
+		if err == nil && s != serial {
+			err = fmt.Errorf("still serving serial %d", s)
+		}
+		return err
+	})
+	t.Logf("certificate serial %d served %s after the rewrite", serial, time.Since(start).Round(time.Millisecond))
+}
+
+// replaceFile replaces path atomically: the content goes to a temporary file in the same
+// folder, which is renamed over path.
+func replaceFile(t *testing.T, path string, content []byte) {
+	t.Helper()
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeSecretVolume updates dir the way the kubelet updates a Secret volume (its atomic
+// writer): the files go to a new timestamped folder, the ..data symlink is swapped to it in
+// one rename, each key is a symlink through ..data, and the old folder is removed.
+func writeSecretVolume(t *testing.T, dir string, gen int, files map[string][]byte) {
+	t.Helper()
+	ts := filepath.Join(dir, "..2026_01_01_00_00_0"+strconv.Itoa(gen)+".000000000")
+	if err := os.Mkdir(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(ts, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
