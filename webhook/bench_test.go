@@ -3,21 +3,10 @@ package webhook_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -31,12 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
@@ -46,37 +33,24 @@ import (
 // VM ids.
 func benchInventory(b testing.TB, n int) (*inventory.Inventory, []string) {
 	b.Helper()
-	sim := xosim.New(xosim.Options{Tokens: []string{token}})
+	x := testenv.NewXO(b, testenv.XOOptions{Token: token})
 	var specs []xosim.VMSpec
 	for p := range 4 {
-		pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: fmt.Sprintf("pool-%d", p)})
-		if err != nil {
-			b.Fatal(err)
-		}
+		pool := x.AddPool(b, xosim.PoolSpec{NameLabel: fmt.Sprintf("pool-%d", p)})
 		var hosts []string
 		for h := range 8 {
-			id, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: fmt.Sprintf("host-%d-%d", p, h)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			hosts = append(hosts, id)
+			hosts = append(hosts, x.AddHost(b, xosim.HostSpec{PoolID: pool, NameLabel: fmt.Sprintf("host-%d-%d", p, h)}))
 		}
 		for i := range n / 4 {
 			specs = append(specs, xosim.VMSpec{PoolID: pool, HostID: hosts[i%8], NameLabel: fmt.Sprintf("vm-%d-%d", p, i),
 				CPUs: 4, Memory: 8 * xosim.GiB, IPs: []string{fmt.Sprintf("10.%d.%d.%d", p, i/250, i%250+1)}, Tags: []string{"k8s.xenorchestra/label:tag.k8s.xenorchestra/env=prod"}})
 		}
 	}
-	ids, err := sim.AddVMs(specs)
+	ids, err := x.Sim.AddVMs(specs)
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(sim)
-	b.Cleanup(srv.Close)
-	c, err := xo.New(xo.Options{URL: srv.URL, Token: token})
-	if err != nil {
-		b.Fatal(err)
-	}
-	inv := inventory.New(c, inventory.Options{DisableEventStream: true, Log: logr.Discard()})
+	inv := inventory.New(x.Client, inventory.Options{DisableEventStream: true, Log: logr.Discard()})
 	if err := inv.Relist(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -156,35 +130,22 @@ func BenchmarkAdmissionHandler(b *testing.B) {
 // server under 64 concurrent clients, with 10,000 VMs in the inventory.
 func BenchmarkAdmissionHTTPS(b *testing.B) {
 	inv, ids := benchInventory(b, 10000)
-	dir := b.TempDir()
-	pool := writeCert(b, dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: dir})
-	srv.Register(webhook.Path, newHandler(inv))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = srv.Start(ctx) }()
-	for srv.StartedChecker()(nil) != nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	ca := testenv.NewCA(b, "bench-ca")
+	srv := testenv.ServeWebhook(b, ca.CertDir(b, 2, "127.0.0.1"), newHandler(inv))
 	bodies := make([][]byte, 256)
 	for i := range bodies {
 		req := admissionRequest(b, fmt.Sprintf("node-%d", i), ids[(i*37)%len(ids)])
 		review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req.AdmissionRequest}
+		var err error
 		if bodies[i], err = json.Marshal(review); err != nil {
 			b.Fatal(err)
 		}
 	}
 	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true,
 	}}
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path)
+	url := srv.URL()
 	var mu sync.Mutex
 	var durations []time.Duration
 	b.SetParallelism(32) // 32 × GOMAXPROCS(2) = 64 concurrent clients
@@ -215,37 +176,4 @@ func BenchmarkAdmissionHTTPS(b *testing.B) {
 	})
 	b.ReportMetric(float64(len(durations))/b.Elapsed().Seconds(), "req/s")
 	percentiles(b, durations)
-}
-
-// writeCert writes a self-signed serving certificate for 127.0.0.1 as tls.crt and tls.key.
-func writeCert(b *testing.B, dir string) *x509.CertPool {
-	b.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return pool
 }

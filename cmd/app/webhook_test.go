@@ -2,9 +2,8 @@ package app_test
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,43 +20,21 @@ import (
 
 const token = "app-test-token-0123456789abcdefghijklmnopqr"
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestWebhookWaitsForCertificate starts the controller with an empty certificate folder, as
 // on a new cluster where cert-manager cannot run before the Nodes are initialized: the
 // controllers must run (a Node is initialized without the webhook), the pod must be ready, and
 // once the certificate appears the webhook must start and describe Nodes at CREATE.
 func TestWebhookWaitsForCertificate(t *testing.T) {
-	sim := xosim.New(xosim.Options{Tokens: []string{token}})
-	pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: "pool"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: "host"}); err != nil {
-		t.Fatal(err)
-	}
-	vm1, _ := sim.AddVM(xosim.VMSpec{PoolID: pool, NameLabel: "vm-1", CPUs: 2, Memory: xosim.GiB})
-	vm2, _ := sim.AddVM(xosim.VMSpec{PoolID: pool, NameLabel: "vm-2", CPUs: 2, Memory: xosim.GiB})
-	xoSrv := httptest.NewServer(sim)
-	defer xoSrv.Close()
-	defer sim.CloseEventStreams()
+	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
+	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
+	x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})
+	vm1 := x.AddVM(t, xosim.VMSpec{PoolID: pool, NameLabel: "vm-1", CPUs: 2, Memory: xosim.GiB})
+	vm2 := x.AddVM(t, xosim.VMSpec{PoolID: pool, NameLabel: "vm-2", CPUs: 2, Memory: xosim.GiB})
 
-	env, err := testenv.Start(testenv.Options{Webhook: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	env := testenv.StartTest(t, testenv.Options{Webhook: true})
 
 	certDir := t.TempDir()
-	probe := freeAddr(t)
+	probe := testenv.FreeAddr(t)
 	o := app.NewOptions()
 	wo := env.WebhookInstallOptions
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wo.LocalServingHost, wo.LocalServingPort, certDir
@@ -66,7 +43,7 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- app.Run(ctx, o, env.Config, func(k string) string {
-			return map[string]string{"XOA_URL": xoSrv.URL, "XOA_TOKEN": token}[k]
+			return map[string]string{"XOA_URL": x.URL, "XOA_TOKEN": token}[k]
 		})
 	}()
 	defer func() {
@@ -76,7 +53,7 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, "readiness without a certificate", func() bool {
+	testenv.Eventually(t, 30*time.Second, "readiness without a certificate", func() bool {
 		resp, err := http.Get("http://" + probe + "/readyz")
 		if err != nil {
 			return false
@@ -92,7 +69,7 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 	if n1.Spec.ProviderID != "" {
 		t.Fatal("a Node was mutated at CREATE with no webhook certificate")
 	}
-	waitFor(t, "the Node initialized by the controller", func() bool {
+	testenv.Eventually(t, 30*time.Second, "the Node initialized by the controller", func() bool {
 		var n corev1.Node
 		return c.Get(ctx, client.ObjectKeyFromObject(n1), &n) == nil &&
 			!node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") && n.Spec.ProviderID != ""
@@ -108,22 +85,15 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "a Node described at CREATE once the certificate is there", func() bool {
+	// Every try creates a Node: 100 ms apart, not Eventually's 10 ms.
+	testenv.WaitFor(t, 30*time.Second, "a Node described at CREATE once the certificate is there", func() error {
 		n := testenv.KubeletNode("after-cert-"+time.Now().Format("150405.000000"), testenv.WithSystemUUID(vm2))
 		if err := c.Create(ctx, n); err != nil {
 			t.Fatal(err)
 		}
-		return n.Spec.ProviderID == node.FormatProviderID(pool, vm2)
-	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+		if want := node.FormatProviderID(pool, vm2); n.Spec.ProviderID != want {
+			return fmt.Errorf("providerID %q, want %q", n.Spec.ProviderID, want)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,39 +9,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the command's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func noEnv(string) string { return "" }
 
 // start runs the command until the test ends and returns the URL it serves.
-func start(t *testing.T, args []string, getenv func(string) string) (string, *syncBuffer) {
+func start(t *testing.T, args []string, getenv func(string) string) (string, *testenv.SyncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	urlFile := filepath.Join(dir, "url")
 	args = append(args, "--url-file", urlFile)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, out, getenv) }()
 	t.Cleanup(func() {

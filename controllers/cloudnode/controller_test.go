@@ -2,29 +2,18 @@ package cloudnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -39,131 +28,22 @@ const token = "cloud-node-test-token-6f1c2b7d"
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	e, err := testenv.Start(testenv.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "envtest:", err)
-		os.Exit(1)
-	}
-	env = e
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, testenv.Options{}, &env)) }
 
-// counterValue reads a counter.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
-// recorder keeps the events the controller emits.
-type recorder struct {
-	mu     sync.Mutex
-	events []recorded
-}
-
-type recorded struct{ node, typ, reason, note string }
-
-func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, typ, reason, _, note string, args ...any) {
-	name := ""
-	if o, ok := regarding.(metav1.Object); ok {
-		name = o.GetName()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, recorded{node: name, typ: typ, reason: reason, note: fmt.Sprintf(note, args...)})
-}
-
-// find returns the events of a node with this reason.
-func (r *recorder) find(nodeName, reason string) []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []recorded
-	for _, e := range r.events {
-		if e.node == nodeName && e.reason == reason {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// all returns the events of a node.
-func (r *recorder) all(nodeName string) []recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []recorded
-	for _, e := range r.events {
-		if e.node == nodeName {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// xoServer serves the simulator on a fixed address that can go down (connection refused) and
-// come back.
-type xoServer struct {
-	sim  *xosim.Server
-	addr string
-	mu   sync.Mutex
-	srv  *http.Server
-}
-
-func (s *xoServer) up(t *testing.T) {
-	t.Helper()
-	addr := s.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	var ln net.Listener
-	var err error
-	for range 100 {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
-	s.addr = ln.Addr().String()
-	srv := &http.Server{Handler: s.sim, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	s.mu.Lock()
-	s.srv = srv
-	s.mu.Unlock()
-}
-
-func (s *xoServer) down() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil {
-		_ = s.srv.Close()
-		s.srv = nil
-	}
-}
-
-// fixture is one test's XO: a simulator with a pool and a host, a real client and a real
-// inventory, and a Reconciler calling the shared API server.
+// fixture is one test's XO (testenv.XO: a simulator with a pool and a host behind a listener
+// that can refuse connections, a real client and a real inventory) and a Reconciler calling
+// the shared API server.
 type fixture struct {
 	t      *testing.T
 	ctx    context.Context
+	x      *testenv.XO
 	sim    *xosim.Server
-	srv    *xoServer
 	client *xo.Client
 	inv    *inventory.Inventory
-	rec    *recorder
+	rec    *testenv.Recorder
 	r      *Reconciler
 	pool   string
 	host   string
-	stream bool
 }
 
 const (
@@ -173,53 +53,18 @@ const (
 
 func newFixture(t *testing.T, stream bool) *fixture {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	sim := xosim.New(xosim.Options{Tokens: []string{token}})
-	pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: poolName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: hostName, Address: "192.0.2.10"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &xoServer{sim: sim}
-	srv.up(t)
-	t.Cleanup(srv.down)
-	c, err := xo.New(xo.Options{URL: "http://" + srv.addr, Token: token, Timeout: 300 * time.Millisecond, ListTimeout: 5 * time.Second, Retries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := testenv.NewXO(t, testenv.XOOptions{
+		Token:  token,
+		Client: xo.Options{Timeout: 300 * time.Millisecond, ListTimeout: 5 * time.Second, Retries: -1},
+	})
+	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: poolName})
+	host := x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: hostName, Address: "192.0.2.10"})
 	// Relists happen only when a test asks (or, with the event stream, after it subscribes).
-	inv := inventory.New(c, inventory.Options{DisableEventStream: !stream, PollPeriod: time.Hour, ResyncPeriod: time.Hour, Log: logr.Discard()})
-	done := make(chan struct{})
-	go func() { defer close(done); _ = inv.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-inv.Synced():
-	case <-time.After(10 * time.Second):
-		t.Fatal("inventory did not sync")
-	}
-	if stream {
-		eventually(t, 5*time.Second, "event stream up", inv.Streaming)
-	}
-	rec := &recorder{}
-	r := New(common.Deps{Client: env.Client, Inventory: inv, XO: c, Recorder: rec, Workers: 4})
+	inv := x.StartInventory(t, inventory.Options{DisableEventStream: !stream, PollPeriod: time.Hour, ResyncPeriod: time.Hour, Log: logr.Discard()})
+	rec := &testenv.Recorder{}
+	r := New(common.Deps{Client: env.Client, Inventory: inv, XO: x.Client, Recorder: rec, Workers: 4})
 	r.lookupTimeout = time.Second
-	return &fixture{t: t, ctx: ctx, sim: sim, srv: srv, client: c, inv: inv, rec: rec, r: r, pool: pool, host: host, stream: stream}
-}
-
-// eventually polls cond every 10 ms until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return &fixture{t: t, ctx: t.Context(), x: x, sim: x.Sim, client: x.Client, inv: inv, rec: rec, r: r, pool: pool, host: host}
 }
 
 // addVM adds a running VM (2 vCPUs, 4 GiB, one guest IP by default) and waits until the
@@ -246,65 +91,27 @@ func (f *fixture) addVMQuietly(spec xosim.VMSpec) string {
 	if spec.Memory == 0 {
 		spec.Memory = 4 * xosim.GiB
 	}
-	id, err := f.sim.AddVM(spec)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return id
+	return f.x.AddVM(f.t, spec)
 }
 
 // sync brings the inventory up to date: it relists without event stream, and waits for cond.
 func (f *fixture) sync(cond func(*inventory.Snapshot) bool) {
 	f.t.Helper()
-	if !f.stream {
-		if err := f.inv.Relist(f.ctx); err != nil {
-			f.t.Fatalf("relist: %v", err)
-		}
-	}
-	eventually(f.t, 5*time.Second, "the inventory to catch up", func() bool { return cond(f.inv.Snapshot()) })
+	f.x.WaitInventory(f.t, "the inventory to catch up", cond)
 }
-
-var nameCount atomic.Int32
-
-var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // nodeName returns a node name unique in the test run.
-func nodeName(t *testing.T) string {
-	s := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(s) > 40 {
-		s = strings.Trim(s[len(s)-40:], "-")
-	}
-	return fmt.Sprintf("%s-%d", s, nameCount.Add(1))
-}
+func nodeName(t *testing.T) string { return testenv.NodeName(t, "") }
 
 // createNode creates a kubelet-like Node and deletes it when the test ends.
-func (f *fixture) createNode(n *corev1.Node) {
-	f.t.Helper()
-	if err := testenv.CreateNode(f.ctx, env.Client, n); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
-	})
-}
+func (f *fixture) createNode(n *corev1.Node) { f.t.Helper(); env.AddNode(f.t, n) }
 
 func (f *fixture) reconcile(name string) ctrl.Result {
 	f.t.Helper()
-	res, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: name}})
-	if err != nil {
-		f.t.Fatalf("reconcile %s: %v", name, err)
-	}
-	return res
+	return testenv.Reconcile(f.ctx, f.t, f.r, name)
 }
 
-func (f *fixture) get(name string) *corev1.Node {
-	f.t.Helper()
-	var n corev1.Node
-	if err := env.Client.Get(f.ctx, types.NamespacedName{Name: name}, &n); err != nil {
-		f.t.Fatalf("get node %s: %v", name, err)
-	}
-	return &n
-}
+func (f *fixture) get(name string) *corev1.Node { f.t.Helper(); return env.Node(f.t, name) }
 
 func uninitialized(n *corev1.Node) bool {
 	return node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
@@ -453,7 +260,7 @@ func TestInitialize(t *testing.T) {
 			vmID := f.addVM(spec)
 			n := tc.node(f, name, vmID)
 			f.createNode(n)
-			initializedBefore := counterValue(t, initializationsTotal.WithLabelValues(resultInitialized))
+			initializedBefore := testenv.CounterValue(t, initializationsTotal.WithLabelValues(resultInitialized))
 
 			if res := f.reconcile(name); res.RequeueAfter != 0 {
 				t.Errorf("RequeueAfter = %s after initialization, want 0", res.RequeueAfter)
@@ -477,10 +284,10 @@ func TestInitialize(t *testing.T) {
 				}
 			}
 			checkInitialized(t, got, node.FormatProviderID(f.pool, vmID), want, wantAddrs)
-			if ev := f.rec.find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].typ != corev1.EventTypeNormal || !strings.Contains(ev[0].note, tc.method) {
+			if ev := f.rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].Type != corev1.EventTypeNormal || !strings.Contains(ev[0].Note, tc.method) {
 				t.Errorf("NodeInitialized events = %+v, want one naming %s", ev, tc.method)
 			}
-			if d := counterValue(t, initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
+			if d := testenv.CounterValue(t, initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
 				t.Errorf("initialized counter grew by %v, want 1", d)
 			}
 
@@ -490,7 +297,7 @@ func TestInitialize(t *testing.T) {
 			if again := f.get(name); again.ResourceVersion != rv {
 				t.Errorf("second reconcile wrote the node: resourceVersion %s → %s", rv, again.ResourceVersion)
 			}
-			if ev := f.rec.find(name, ReasonNodeInitialized); len(ev) != 1 {
+			if ev := f.rec.Find(name, ReasonNodeInitialized); len(ev) != 1 {
 				t.Errorf("NodeInitialized emitted %d times, want once", len(ev))
 			}
 		})
@@ -565,8 +372,8 @@ func TestAmbiguousNameKeepsTaint(t *testing.T) {
 	if _, ok := after.Labels[node.LabelRegion]; ok {
 		t.Errorf("region label set on an unresolved node")
 	}
-	ev := f.rec.find(name, ReasonVMNotResolved)
-	if len(ev) != 1 || ev[0].typ != corev1.EventTypeWarning || !strings.Contains(ev[0].note, "ambiguous") {
+	ev := f.rec.Find(name, ReasonVMNotResolved)
+	if len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning || !strings.Contains(ev[0].Note, "ambiguous") {
 		t.Errorf("VMNotResolved events = %+v, want one Warning saying ambiguous", ev)
 	}
 	// The backoff grows while the VM stays ambiguous.
@@ -597,7 +404,7 @@ func TestRequiredFieldMissing(t *testing.T) {
 	if _, ok := got.Labels[node.LabelInstanceType]; ok {
 		t.Errorf("instance type label set")
 	}
-	if ev := f.rec.find(name, ReasonInitializationIncomplete); len(ev) != 1 || !strings.Contains(ev[0].note, node.LabelInstanceType) {
+	if ev := f.rec.Find(name, ReasonInitializationIncomplete); len(ev) != 1 || !strings.Contains(ev[0].Note, node.LabelInstanceType) {
 		t.Errorf("InitializationIncomplete events = %+v", ev)
 	}
 
@@ -634,7 +441,7 @@ func TestForeignProviderIDUntouched(t *testing.T) {
 			if after.ResourceVersion != before.ResourceVersion {
 				t.Errorf("foreign node written: %+v", after)
 			}
-			if ev := f.rec.all(name); len(ev) != 0 {
+			if ev := f.rec.All(name); len(ev) != 0 {
 				t.Errorf("events about a foreign node: %+v", ev)
 			}
 		})
@@ -659,7 +466,7 @@ func TestAddressesFollowGuestIP(t *testing.T) {
 	if want := addrs(name, "10.0.6.99", "fd00::99"); !node.AddressesEqual(got.Status.Addresses, want) {
 		t.Errorf("addresses = %v, want %v", got.Status.Addresses, want)
 	}
-	if ev := f.rec.find(name, ReasonAddressesUpdated); len(ev) != 1 {
+	if ev := f.rec.Find(name, ReasonAddressesUpdated); len(ev) != 1 {
 		t.Errorf("AddressesUpdated events = %+v, want one", ev)
 	}
 	if uninitialized(got) {
@@ -707,12 +514,12 @@ func runFault(t *testing.T, fc faultCase) {
 	}
 
 	checkUntouched(t, before, f.get(name))
-	if ev := f.rec.find(name, fc.reason); len(ev) == 0 || ev[0].typ != corev1.EventTypeWarning {
-		t.Errorf("%s events = %+v, want Warnings", fc.reason, f.rec.all(name))
+	if ev := f.rec.Find(name, fc.reason); len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
+		t.Errorf("%s events = %+v, want Warnings", fc.reason, f.rec.All(name))
 	}
-	for _, e := range f.rec.all(name) {
-		if strings.Contains(e.note, token) {
-			t.Errorf("event leaks the token: %q", e.note)
+	for _, e := range f.rec.All(name) {
+		if strings.Contains(e.Note, token) {
+			t.Errorf("event leaks the token: %q", e.Note)
 		}
 	}
 	oldAfter := f.get(oldName)
@@ -723,7 +530,7 @@ func runFault(t *testing.T, fc faultCase) {
 	}
 
 	fc.clear(f)
-	eventually(t, 10*time.Second, "the node to be initialized after the fault", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the node to be initialized after the fault", func() bool {
 		f.reconcile(name)
 		return !uninitialized(f.get(name))
 	})
@@ -772,10 +579,10 @@ func TestFaultTimeout(t *testing.T) {
 func TestFaultConnectionRefused(t *testing.T) {
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			f.srv.down()
+			f.x.Close()
 			failingRelist(f)
 		},
-		clear:  func(f *fixture) { f.srv.up(f.t) },
+		clear:  func(f *fixture) { f.x.Reopen(f.t) },
 		reason: ReasonXOUnavailable,
 	})
 }
@@ -853,19 +660,8 @@ func TestFaultStalledEventStream(t *testing.T) {
 // reaches the initialized Node the same way.
 func TestManagerChangeSource(t *testing.T) {
 	f := newFixture(t, true)
-	skip := true
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip},
-		Logger:                 logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	defer cancel()
-	if err := common.SetupIndexes(ctx, mgr); err != nil {
+	mgr := testenv.NewManager(t, env.Config)
+	if err := common.SetupIndexes(f.ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
 	r := New(common.Deps{Client: mgr.GetClient(), Inventory: f.inv, XO: f.client, Recorder: f.rec, Workers: 4})
@@ -874,19 +670,12 @@ func TestManagerChangeSource(t *testing.T) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	testenv.RunManager(f.ctx, t, mgr)
 
 	name := nodeName(t)
 	vmID := "3b0f7d5e-2c1a-4e8b-9f60-7a1d2c3b4e5f"
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
-	eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.rec.find(name, ReasonVMNotResolved)) > 0 })
+	testenv.Eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.rec.Find(name, ReasonVMNotResolved)) > 0 })
 	if !uninitialized(f.get(name)) {
 		t.Fatal("taint removed for a VM that does not exist")
 	}
@@ -894,7 +683,7 @@ func TestManagerChangeSource(t *testing.T) {
 	lists := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms")
 	gets := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
 	f.addVMQuietly(xosim.VMSpec{ID: vmID, NameLabel: name, IPs: []string{"10.0.9.5"}})
-	eventually(t, 10*time.Second, "the node to be initialized", func() bool { return !uninitialized(f.get(name)) })
+	testenv.Eventually(t, 10*time.Second, "the node to be initialized", func() bool { return !uninitialized(f.get(name)) })
 	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.9.5"))
 	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms"); n != lists {
 		t.Errorf("%d VM listings during the initialization, want none", n-lists)
@@ -906,7 +695,7 @@ func TestManagerChangeSource(t *testing.T) {
 	if err := f.sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.9.77"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the new address on the node", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the new address on the node", func() bool {
 		return node.AddressesEqual(f.get(name).Status.Addresses, addrs(name, "10.0.9.77"))
 	})
 }

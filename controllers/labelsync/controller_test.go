@@ -10,8 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -75,11 +73,11 @@ func TestMigrationChangesZoneAndHost(t *testing.T) {
 		node.LabelOriginalHostID: f.host1,
 		node.LabelRegion:         f.pool,
 	})
-	ev := f.rec.find(n, ReasonNodeZoneChanged)
-	if len(ev) != 1 || !strings.Contains(ev[0].note, f.host1+" → "+f.host2) || !strings.Contains(ev[0].note, "host-2") {
+	ev := f.rec.Find(n, ReasonNodeZoneChanged)
+	if len(ev) != 1 || !strings.Contains(ev[0].Note, f.host1+" → "+f.host2) || !strings.Contains(ev[0].Note, "host-2") {
 		t.Errorf("want one %s event naming the old and new host, got %+v", ReasonNodeZoneChanged, ev)
 	}
-	if len(f.rec.find(n, ReasonNodeRegionChanged)) != 0 {
+	if len(f.rec.Find(n, ReasonNodeRegionChanged)) != 0 {
 		t.Error("region change reported for a move within the pool")
 	}
 }
@@ -110,7 +108,7 @@ func TestHaltedVMKeepsZone(t *testing.T) {
 	if after[node.LabelZone] == f.pool {
 		t.Error("zone rewritten to the pool uuid")
 	}
-	if len(f.rec.find(n, ReasonNodeZoneChanged)) != 0 {
+	if len(f.rec.Find(n, ReasonNodeZoneChanged)) != 0 {
 		t.Error("zone change reported for a halted VM")
 	}
 }
@@ -126,8 +124,8 @@ func TestResizeChangesInstanceType(t *testing.T) {
 	f.waitInventory("resize", func(s *inventory.Snapshot) bool { return s.VM(vm).CPUs.Max == 4 })
 	f.reconcile(n)
 	wantLabels(t, f.labels(n), map[string]string{node.LabelInstanceType: "4vCPU-8GB"})
-	ev := f.rec.find(n, ReasonNodeInstanceTypeChanged)
-	if len(ev) != 1 || !strings.Contains(ev[0].note, "2vCPU-2GB → 4vCPU-8GB") {
+	ev := f.rec.Find(n, ReasonNodeInstanceTypeChanged)
+	if len(ev) != 1 || !strings.Contains(ev[0].Note, "2vCPU-2GB → 4vCPU-8GB") {
 		t.Errorf("want one %s event, got %+v", ReasonNodeInstanceTypeChanged, ev)
 	}
 }
@@ -143,7 +141,7 @@ func TestRenameChangesNameLabel(t *testing.T) {
 	f.waitInventory("rename", func(s *inventory.Snapshot) bool { return s.VM(vm).NameLabel == "new name!" })
 	f.reconcile(n)
 	wantLabels(t, f.labels(n), map[string]string{node.LabelVMName: "new-name"})
-	if ev := f.rec.find(n, ReasonNodeRenamed); len(ev) != 1 || !strings.Contains(ev[0].note, "old-name → new-name") {
+	if ev := f.rec.Find(n, ReasonNodeRenamed); len(ev) != 1 || !strings.Contains(ev[0].Note, "old-name → new-name") {
 		t.Errorf("want one %s event, got %+v", ReasonNodeRenamed, ev)
 	}
 }
@@ -163,8 +161,8 @@ func TestPoolRenameChangesPoolNameLabel(t *testing.T) {
 
 func TestCrossPoolMoveChangesRegion(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
-	poolB := must(f.sim.AddPool(xosim.PoolSpec{NameLabel: "pool-b"}))
-	hostB := must(f.sim.AddHost(xosim.HostSpec{PoolID: poolB, NameLabel: "host-b"}))
+	poolB := f.x.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+	hostB := f.x.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b"})
 	vm := f.addVMSpec(xosim.VMSpec{NameLabel: "xp"})
 	n := f.createNode("w", vm).Name
 	f.reconcile(n)
@@ -185,7 +183,7 @@ func TestCrossPoolMoveChangesRegion(t *testing.T) {
 	if got.Spec.ProviderID != node.FormatProviderID(f.pool, vm) {
 		t.Errorf("providerID changed: %s", got.Spec.ProviderID)
 	}
-	if ev := f.rec.find(n, ReasonNodeRegionChanged); len(ev) != 1 || ev[0].eventType != corev1.EventTypeWarning {
+	if ev := f.rec.Find(n, ReasonNodeRegionChanged); len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning {
 		t.Errorf("want one Warning %s event, got %+v", ReasonNodeRegionChanged, ev)
 	}
 }
@@ -229,7 +227,7 @@ func TestTagLabelsAndTaints(t *testing.T) {
 	// A tag asking for a key a person set: left alone, with an event.
 	setTags(node.TagLabelPrefix+"example.com/tier=silver", node.TagLabelPrefix+"example.com/owner=bob")
 	wantLabels(t, f.labels(n), map[string]string{"example.com/owner": "alice", "example.com/tier": "silver"})
-	if ev := f.rec.find(n, ReasonLabelConflict); len(ev) != 1 || !strings.Contains(ev[0].note, "example.com/owner") {
+	if ev := f.rec.Find(n, ReasonLabelConflict); len(ev) != 1 || !strings.Contains(ev[0].Note, "example.com/owner") {
 		t.Errorf("want one %s event about example.com/owner, got %+v", ReasonLabelConflict, ev)
 	}
 
@@ -255,7 +253,7 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	}
 	vm := f.addVMSpec(xosim.VMSpec{NameLabel: "forbidden", Tags: forbidden})
 	n := f.createNode("w", vm).Name
-	before := counterValue(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey)))
+	before := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey)))
 	f.reconcile(n)
 	got := f.get(n)
 	for _, k := range []string{"node-role.kubernetes.io/control-plane", "foo.k8s.io/x", "node-restriction.kubernetes.io/x"} {
@@ -267,22 +265,22 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	if node.HasTaint(got.Spec.Taints, "node.kubernetes.io/unschedulable", "") {
 		t.Error("forbidden taint set")
 	}
-	ev := f.rec.find(n, ReasonLabelRejected)
+	ev := f.rec.Find(n, ReasonLabelRejected)
 	if len(ev) != len(forbidden) {
 		t.Errorf("want %d %s events, got %d: %+v", len(forbidden), ReasonLabelRejected, len(ev), ev)
 	}
 	for _, e := range ev {
-		if e.eventType != corev1.EventTypeWarning {
-			t.Errorf("%s event of type %s", ReasonLabelRejected, e.eventType)
+		if e.Type != corev1.EventTypeWarning {
+			t.Errorf("%s event of type %s", ReasonLabelRejected, e.Type)
 		}
 	}
-	if d := counterValue(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
+	if d := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
 		t.Errorf("rejected metric grew by %v, want %d", d, len(forbidden))
 	}
 	// A standing refusal is reported once, not at every resync.
 	f.reconcile(n)
 	f.reconcile(n)
-	if got := len(f.rec.find(n, ReasonLabelRejected)); got != len(forbidden) {
+	if got := len(f.rec.Find(n, ReasonLabelRejected)); got != len(forbidden) {
 		t.Errorf("refusals reported again: %d events", got)
 	}
 }
@@ -294,7 +292,7 @@ func TestNoWriteWhenUpToDate(t *testing.T) {
 	n := f.createNode("w", vm).Name
 	f.reconcile(n)
 	rv := f.get(n).ResourceVersion
-	before := counterValue(patches)
+	before := testenv.CounterValue(t, patches)
 	for range 3 {
 		res := f.reconcile(n)
 		if res.RequeueAfter < DefaultResyncPeriod {
@@ -304,7 +302,7 @@ func TestNoWriteWhenUpToDate(t *testing.T) {
 	if got := f.get(n).ResourceVersion; got != rv {
 		t.Errorf("resync of an up-to-date Node wrote it: resourceVersion %s → %s", rv, got)
 	}
-	if d := counterValue(patches) - before; d != 0 {
+	if d := testenv.CounterValue(t, patches) - before; d != 0 {
 		t.Errorf("%v patches on resync", d)
 	}
 }
@@ -328,7 +326,7 @@ func TestMissingVMRemovesNothing(t *testing.T) {
 func TestUninitializedNodeLeftToCloudNode(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	vm := f.addVMSpec(xosim.VMSpec{NameLabel: "uninit"})
-	name := nodeName(t, "u")
+	name := testenv.NodeName(t, "u")
 	n := testenv.KubeletNode(name, testenv.WithProviderID(node.FormatProviderID(f.pool, vm)))
 	if err := testenv.CreateNode(f.ctx, env.Client, n); err != nil {
 		t.Fatal(err)
@@ -365,8 +363,8 @@ func TestPoolDisconnectedRemovesNothing(t *testing.T) {
 // through but nothing is removed; once the inventory is whole the removal follows.
 func TestIncompleteInventoryRemovesNothing(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
-	poolB := must(f.sim.AddPool(xosim.PoolSpec{NameLabel: "pool-b"}))
-	must(f.sim.AddHost(xosim.HostSpec{PoolID: poolB, NameLabel: "host-b"}))
+	poolB := f.x.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+	f.x.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b"})
 	tagL, tagT := node.TagLabelPrefix+"example.com/a=b", node.TagTaintPrefix+"example.com/t:NoSchedule"
 	vm := f.addVMSpec(xosim.VMSpec{NameLabel: "inc", Tags: []string{tagL, tagT}})
 	n := f.createNode("w", vm).Name
@@ -432,7 +430,7 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 	if err := f.sim.SetTags(vm, []string{tagT}); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(15*time.Second, func() bool {
+	if !testenv.Poll(15*time.Second, func() bool {
 		f.reconcile(n)
 		l := f.labels(n)
 		_, has := l["example.com/a"]
@@ -501,15 +499,7 @@ func TestManagerMigrationWithin2s(t *testing.T) {
 	vm := f.addVMSpec(xosim.VMSpec{NameLabel: "live"})
 	n := f.createNode("w", vm).Name
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 testrLogger(t),
-		Controller:             controllerConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, env.Config)
 	if err := common.SetupIndexes(f.ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -518,17 +508,9 @@ func TestManagerMigrationWithin2s(t *testing.T) {
 	if err := New(deps).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	testenv.RunManager(f.ctx, t, mgr)
 
-	if !poll(10*time.Second, func() bool { return f.labels(n)[node.LabelZone] == f.host1 }) {
+	if !testenv.Poll(10*time.Second, func() bool { return f.labels(n)[node.LabelZone] == f.host1 }) {
 		t.Fatal("Node not described by the running controller")
 	}
 	if !f.inv.Streaming() {
@@ -538,7 +520,7 @@ func TestManagerMigrationWithin2s(t *testing.T) {
 	if err := f.sim.Migrate(vm, f.host2); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(10*time.Second, func() bool { return f.labels(n)[node.LabelZone] == f.host2 }) {
+	if !testenv.Poll(10*time.Second, func() bool { return f.labels(n)[node.LabelZone] == f.host2 }) {
 		t.Fatal("migration never reached the zone label")
 	}
 	d := time.Since(start)
@@ -554,7 +536,7 @@ func TestManagerMigrationWithin2s(t *testing.T) {
 // TestSkipsForeignNodes: a Node of another provider is never touched.
 func TestSkipsForeignNodes(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
-	name := nodeName(t, "aws")
+	name := testenv.NodeName(t, "aws")
 	n := testenv.KubeletNode(name, testenv.WithProviderID("aws:///eu-west-1a/i-0123456789"), testenv.Initialized())
 	if err := testenv.CreateNode(f.ctx, env.Client, n); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -38,7 +36,7 @@ func TestVMDeletedNodeNotReadyIsDeleted(t *testing.T) {
 	if !f.exists(n.Name) {
 		t.Fatal("Node of a running VM deleted")
 	}
-	before := counterValue(deletions)
+	before := testenv.CounterValue(t, deletions)
 	if err := f.sim.RemoveVM(vm); err != nil {
 		t.Fatal(err)
 	}
@@ -48,14 +46,14 @@ func TestVMDeletedNodeNotReadyIsDeleted(t *testing.T) {
 	if f.exists(n.Name) {
 		t.Fatal("Node of a deleted VM kept")
 	}
-	if got := counterValue(deletions) - before; got != 1 {
+	if got := testenv.CounterValue(t, deletions) - before; got != 1 {
 		t.Errorf("deletions metric grew by %v, want 1", got)
 	}
-	if len(f.rec.find(n.Name, ReasonDeletingNode)) != 1 {
+	if len(f.rec.Find(n.Name, ReasonDeletingNode)) != 1 {
 		t.Errorf("want one %s event", ReasonDeletingNode)
 	}
-	deleted := f.rec.find(n.Name, ReasonDeletedNode)
-	if len(deleted) != 1 || deleted[0].uid != string(n.UID) {
+	deleted := f.rec.Find(n.Name, ReasonDeletedNode)
+	if len(deleted) != 1 || deleted[0].UID != string(n.UID) {
 		t.Errorf("want one %s event on the Node's reference (uid %s), got %+v", ReasonDeletedNode, n.UID, deleted)
 	}
 	if f.sim.RequestCount("GET", "/rest/v0/vms/"+vm) == 0 {
@@ -113,8 +111,8 @@ func TestPoolDisconnectedNoDeletion(t *testing.T) {
 	for _, n := range names {
 		before[n] = f.get(n)
 	}
-	refusedBefore := counterValue(deletionsRefused.WithLabelValues(refusedPoolDisconnected)) +
-		counterValue(deletionsRefused.WithLabelValues(refusedIncomplete))
+	refusedBefore := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected)) +
+		testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedIncomplete))
 
 	if err := f.sim.DisconnectPool(f.pool); err != nil {
 		t.Fatal(err)
@@ -135,15 +133,15 @@ func TestPoolDisconnectedNoDeletion(t *testing.T) {
 		if !f.exists(n) {
 			t.Fatalf("Node %s deleted while its pool is disconnected", n)
 		}
-		if len(f.rec.find(n, ReasonVMGoneUnconfirmed)) == 0 {
+		if len(f.rec.Find(n, ReasonVMGoneUnconfirmed)) == 0 {
 			t.Errorf("no %s event on %s", ReasonVMGoneUnconfirmed, n)
 		}
 	}
 	if !f.hasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
 		t.Fatal("shutdown taint lifted while the pool is disconnected")
 	}
-	refused := counterValue(deletionsRefused.WithLabelValues(refusedPoolDisconnected)) +
-		counterValue(deletionsRefused.WithLabelValues(refusedIncomplete)) - refusedBefore
+	refused := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected)) +
+		testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedIncomplete)) - refusedBefore
 	if refused < float64(len(names)) {
 		t.Errorf("refusals counted: %v, want at least %d", refused, len(names))
 	}
@@ -196,8 +194,8 @@ func TestPoolLostBeforeTheInventoryKnows(t *testing.T) {
 	if f.sim.RequestCount("GET", "/rest/v0/pools/"+f.pool) == 0 {
 		t.Error("the pool was not checked directly")
 	}
-	ev := f.rec.find(n.Name, ReasonVMGoneUnconfirmed)
-	if len(ev) == 0 || ev[0].eventType != corev1.EventTypeWarning {
+	ev := f.rec.Find(n.Name, ReasonVMGoneUnconfirmed)
+	if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
 		t.Fatalf("want a Warning %s event, got %+v", ReasonVMGoneUnconfirmed, ev)
 	}
 
@@ -207,7 +205,7 @@ func TestPoolLostBeforeTheInventoryKnows(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitInventory("pool back", func(s *inventory.Snapshot) bool { return s.PoolConnected(f.pool) && s.Complete() })
-	if !poll(5*time.Second, func() bool { f.reconcile(n.Name); return !f.exists(n.Name) }) {
+	if !testenv.Poll(5*time.Second, func() bool { f.reconcile(n.Name); return !f.exists(n.Name) }) {
 		t.Fatal("Node of a deleted VM kept after the pool came back")
 	}
 }
@@ -270,7 +268,7 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 		t.Fatal(err)
 	}
 	// Let the inventory see what it can see of the removal.
-	seen := poll(time.Second, func() bool { return f.inv.Snapshot().VM(goneVM) == nil })
+	seen := testenv.Poll(time.Second, func() bool { return f.inv.Snapshot().VM(goneVM) == nil })
 	t.Logf("removal seen by the inventory during the fault: %v", seen)
 	for range 3 {
 		for _, n := range []string{gone, hn, ok} {
@@ -280,7 +278,7 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 	if !f.exists(gone) {
 		t.Fatal("Node deleted during the XO fault")
 	}
-	if seen && len(f.rec.find(gone, ReasonVMGoneUnconfirmed)) == 0 {
+	if seen && len(f.rec.Find(gone, ReasonVMGoneUnconfirmed)) == 0 {
 		t.Errorf("no %s event while XO fails", ReasonVMGoneUnconfirmed)
 	}
 	for _, n := range []string{hn, ok} {
@@ -291,13 +289,13 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 	}
 
 	clear()
-	if !poll(15*time.Second, func() bool { f.reconcile(gone); return !f.exists(gone) }) {
+	if !testenv.Poll(15*time.Second, func() bool { f.reconcile(gone); return !f.exists(gone) }) {
 		t.Fatal("Node of the deleted VM not deleted once the fault cleared")
 	}
 	if err := f.sim.SetPowerState(haltedVM, running); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(15*time.Second, func() bool {
+	if !testenv.Poll(15*time.Second, func() bool {
 		f.reconcile(hn)
 		n := f.get(hn)
 		return !node.HasTaint(n.Spec.Taints, node.TaintShutdown, "") && !node.HasTaint(n.Spec.Taints, node.TaintOutOfService, "")
@@ -371,7 +369,7 @@ func TestShutdownTaint(t *testing.T) {
 			if f.hasTaint(n, node.TaintOutOfService, "") {
 				t.Fatal("out-of-service taint without the opt-in")
 			}
-			if len(f.rec.find(n, ReasonNodeShutdown)) != 1 {
+			if len(f.rec.Find(n, ReasonNodeShutdown)) != 1 {
 				t.Errorf("want one %s event", ReasonNodeShutdown)
 			}
 			// Idempotent: no second write.
@@ -389,7 +387,7 @@ func TestShutdownTaint(t *testing.T) {
 			if f.hasTaint(n, node.TaintShutdown, "") {
 				t.Fatal("taint kept after the VM started")
 			}
-			if len(f.rec.find(n, ReasonNodeRunning)) != 1 {
+			if len(f.rec.Find(n, ReasonNodeRunning)) != 1 {
 				t.Errorf("want one %s event", ReasonNodeRunning)
 			}
 		})
@@ -421,8 +419,8 @@ func TestShutdownTaintReadyNode(t *testing.T) {
 // another pool is disconnected (the inventory is not complete); it does once it is whole.
 func TestTaintKeptWhileInventoryIncomplete(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
-	other := must(f.sim.AddPool(xosim.PoolSpec{NameLabel: "pool-b"}))
-	must(f.sim.AddHost(xosim.HostSpec{PoolID: other, NameLabel: "host-b"}))
+	other := f.x.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+	f.x.AddHost(t, xosim.HostSpec{PoolID: other, NameLabel: "host-b"})
 	vm := f.addVM("inc", halted)
 	n := f.createNode("w", vm, false).Name
 	f.reconcile(n)
@@ -532,8 +530,8 @@ func TestOutOfServiceTaintSetByAPerson(t *testing.T) {
 
 func TestForeignAndMissingProviderIDIgnored(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
-	foreign := testenv.KubeletNode(nodeName(t, "aws"), testenv.WithProviderID("aws:///eu-west-1a/i-0123456789"), testenv.Initialized(), testenv.WithReady(false))
-	none := testenv.KubeletNode(nodeName(t, "none"), testenv.Initialized(), testenv.WithReady(false))
+	foreign := testenv.KubeletNode(testenv.NodeName(t, "aws"), testenv.WithProviderID("aws:///eu-west-1a/i-0123456789"), testenv.Initialized(), testenv.WithReady(false))
+	none := testenv.KubeletNode(testenv.NodeName(t, "none"), testenv.Initialized(), testenv.WithReady(false))
 	for _, n := range []*corev1.Node{foreign, none} {
 		if err := testenv.CreateNode(f.ctx, env.Client, n); err != nil {
 			t.Fatal(err)
@@ -563,15 +561,7 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	n := f.createNode("w", vm, false).Name
 	gn := f.createNode("g", gone, false).Name
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 testrLogger(t),
-		Controller:             controllerConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, env.Config)
 	if err := common.SetupIndexes(f.ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -581,21 +571,13 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	if err := New(deps).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	testenv.RunManager(f.ctx, t, mgr)
 
 	start := time.Now()
 	if err := f.sim.SetPowerState(vm, halted); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(10*time.Second, func() bool { return f.hasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) }) {
+	if !testenv.Poll(10*time.Second, func() bool { return f.hasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) }) {
 		t.Fatal("halted VM's Node not tainted")
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -604,14 +586,14 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	if err := f.sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(10*time.Second, func() bool { return !f.hasTaint(n, node.TaintShutdown, "") }) {
+	if !testenv.Poll(10*time.Second, func() bool { return !f.hasTaint(n, node.TaintShutdown, "") }) {
 		t.Fatal("taint not lifted after the VM started")
 	}
 	start = time.Now()
 	if err := f.sim.RemoveVM(gone); err != nil {
 		t.Fatal(err)
 	}
-	if !poll(10*time.Second, func() bool { return !f.exists(gn) }) {
+	if !testenv.Poll(10*time.Second, func() bool { return !f.exists(gn) }) {
 		t.Fatal("deleted VM's Node kept")
 	}
 	if d := time.Since(start); d > 2*time.Second {

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -108,7 +107,7 @@ func run(ctx context.Context) error {
 	defer os.Remove(kubeconfig)
 
 	step("Starting xenorchestra-cloud-controller-manager (webhook over TLS + cloud-node, cloud-node-lifecycle, cloud-node-label-sync)")
-	probe, err := freeAddr()
+	probe, err := testenv.FreeLoopbackAddr()
 	if err != nil {
 		return err
 	}
@@ -184,7 +183,7 @@ func run(ctx context.Context) error {
 	if err := sim.SetPowerState(vms["k8s-worker-2"].ID, xo.PowerStateHalted); err != nil {
 		return err
 	}
-	if err := setReady(ctx, c, "k8s-worker-2", false); err != nil {
+	if err := testenv.SetReady(ctx, c, "k8s-worker-2", false); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, "the shutdown taint on k8s-worker-2", func() (bool, error) {
@@ -197,7 +196,7 @@ func run(ctx context.Context) error {
 	fmt.Println("k8s-worker-2 tainted node.cloudprovider.kubernetes.io/shutdown:NoSchedule; its zone label kept (never the pool uuid)")
 
 	step("Deletion: k8s-worker-3 is deleted in XO and its Node is NotReady")
-	if err := setReady(ctx, c, "k8s-worker-3", false); err != nil {
+	if err := testenv.SetReady(ctx, c, "k8s-worker-3", false); err != nil {
 		return err
 	}
 	if err := sim.RemoveVM(vms["k8s-worker-3"].ID); err != nil {
@@ -220,7 +219,7 @@ func run(ctx context.Context) error {
 	for _, name := range names {
 		if vms[name].PoolID == pool {
 			inPool = append(inPool, name)
-			if err := setReady(ctx, c, name, false); err != nil {
+			if err := testenv.SetReady(ctx, c, name, false); err != nil {
 				return err
 			}
 		}
@@ -254,15 +253,6 @@ func kubectl(ctx context.Context, bin, kubeconfig string) {
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		_ = cmd.Run()
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func waitReady(ctx context.Context, url string, done <-chan error) error {
@@ -315,15 +305,4 @@ func waitLabel(ctx context.Context, c client.Client, name, key, value string) er
 		err := c.Get(ctx, types.NamespacedName{Name: name}, &n)
 		return err == nil && n.Labels[key] == value, err
 	})
-}
-
-// setReady plays the kubelet (or the node lifecycle controller) reporting the Ready condition.
-func setReady(ctx context.Context, c client.Client, name string, ready bool) error {
-	var n corev1.Node
-	if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
-		return err
-	}
-	before := n.DeepCopy()
-	testenv.WithReady(ready)(&n)
-	return c.Status().Patch(ctx, &n, client.MergeFrom(before))
 }

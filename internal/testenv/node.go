@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -173,4 +176,59 @@ func CreateNode(ctx context.Context, c client.Client, n *corev1.Node) error {
 		return fmt.Errorf("create node %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// GetNode reads the Node named name.
+func GetNode(ctx context.Context, c client.Client, name string) (*corev1.Node, error) {
+	var n corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+		return nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return &n, nil
+}
+
+// SetReady plays the kubelet reporting the Node's Ready condition, through the status
+// subresource.
+func SetReady(ctx context.Context, c client.Client, name string, ready bool) error {
+	n, err := GetNode(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	before := n.DeepCopy()
+	WithReady(ready)(n)
+	if err := c.Status().Patch(ctx, n, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("set node %s ready=%v: %w", name, ready, err)
+	}
+	return nil
+}
+
+// AddNode creates n as CreateNode does and deletes it when the test ends.
+func (e *Env) AddNode(t testing.TB, n *corev1.Node) {
+	t.Helper()
+	if err := CreateNode(context.Background(), e.Client, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+	})
+}
+
+// Node reads the Node named name; it fails the test when the Node is missing.
+func (e *Env) Node(t testing.TB, name string) *corev1.Node {
+	t.Helper()
+	n, err := GetNode(context.Background(), e.Client, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// NodeExists reports whether the Node named name is there.
+func (e *Env) NodeExists(t testing.TB, name string) bool {
+	t.Helper()
+	_, err := GetNode(context.Background(), e.Client, name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
 }

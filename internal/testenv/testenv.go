@@ -1,6 +1,11 @@
 // Package testenv starts a real etcd and kube-apiserver (controller-runtime's envtest) for
 // integration tests, with the binaries hack/testbin.sh builds, and optionally registers the
 // Node webhook so that the API server's admission chain calls it over TLS.
+//
+// It also holds what the tests of several packages share: kubelet-like Nodes (KubeletNode),
+// a simulated XO on a real listener with a client and an inventory (NewXO), certificates
+// (NewCA, WriteSecretVolume), an event recorder, managers and webhook servers run for one test,
+// and small helpers (free ports, polling, a concurrency-safe buffer).
 package testenv
 
 import (

@@ -37,18 +37,18 @@ const rotationTimeout = 25 * time.Second
 //     also moves to a new CA, with the webhook's caBundle updated first to trust both, as
 //     cert-manager's CA injector does.
 func TestWebhookCertRotation(t *testing.T) {
-	env := startEnv(t, testenv.Options{})
+	env := testenv.StartTest(t, testenv.Options{})
 	token := newToken(t)
 	xo := newXO(t, token, false)
 	vms := make([]string, 6)
 	for i := range vms {
 		vms[i] = xo.addVM(t, xo.poolA, xo.hostA1, "rot-vm-"+strconv.Itoa(i))
 	}
-	xoEnv := map[string]string{"XOA_URL": xo.srv.URL, "XOA_TOKEN": token}
+	xoEnv := map[string]string{"XOA_URL": xo.URL, "XOA_TOKEN": token}
 	c := env.Client
 	ctx := context.Background()
 
-	ca1 := newCA(t, "rotation-ca-1")
+	ca1 := testenv.NewCA(t, "rotation-ca-1")
 	mwc := webhook.Configuration("e2e-rotation", nil, admissionregistrationv1.Fail, 5)
 	registrations := 0
 	// register points the API server's webhook at addr, trusting caBundle. Each call makes the
@@ -93,55 +93,55 @@ func TestWebhookCertRotation(t *testing.T) {
 
 	t.Run("rename over the files", func(t *testing.T) {
 		roots := x509.NewCertPool()
-		roots.AddCert(ca1.cert)
-		dir := ca1.certDir(t, 100)
+		roots.AddCert(ca1.Cert)
+		dir := ca1.CertDir(t, 100)
 		addr := runWebhook(t, env.Config, dir, xoEnv)
-		register(addr, ca1.pem)
-		waitFor(t, 30*time.Second, "Node CREATE mutated through the first certificate", func() error { return admitted(vms[0]) })
-		if s, err := servedSerial(addr, roots); err != nil || s != 100 {
+		register(addr, ca1.PEM)
+		testenv.WaitFor(t, 30*time.Second, "Node CREATE mutated through the first certificate", func() error { return admitted(vms[0]) })
+		if s, err := testenv.ServedSerial(addr, roots); err != nil || s != 100 {
 			t.Fatalf("served serial %d (%v); want 100", s, err)
 		}
 
-		crt, key := ca1.issue(t, 101)
+		crt, key := ca1.Issue(t, 101)
 		// Key first: until the certificate follows, the pair does not match and the server
 		// keeps the old one.
 		replaceFile(t, filepath.Join(dir, "tls.key"), key)
 		replaceFile(t, filepath.Join(dir, "tls.crt"), crt)
 		waitServed(t, addr, roots, 101)
-		register(addr, ca1.pem)
-		waitFor(t, 15*time.Second, "Node CREATE mutated through the renewed certificate", func() error { return admitted(vms[1]) })
+		register(addr, ca1.PEM)
+		testenv.WaitFor(t, 15*time.Second, "Node CREATE mutated through the renewed certificate", func() error { return admitted(vms[1]) })
 	})
 
 	t.Run("secret volume ..data swap to a new CA", func(t *testing.T) {
-		ca2 := newCA(t, "rotation-ca-2")
+		ca2 := testenv.NewCA(t, "rotation-ca-2")
 		dir := t.TempDir()
-		crt, key := ca1.issue(t, 200)
-		writeSecretVolume(t, dir, 1, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca1.pem})
+		crt, key := ca1.Issue(t, 200)
+		testenv.WriteSecretVolume(t, dir, 1, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca1.PEM})
 		addr := runWebhook(t, env.Config, dir, xoEnv)
-		register(addr, ca1.pem)
-		waitFor(t, 30*time.Second, "Node CREATE mutated through the mounted certificate", func() error { return admitted(vms[2]) })
+		register(addr, ca1.PEM)
+		testenv.WaitFor(t, 30*time.Second, "Node CREATE mutated through the mounted certificate", func() error { return admitted(vms[2]) })
 		roots1 := x509.NewCertPool()
-		roots1.AddCert(ca1.cert)
-		if s, err := servedSerial(addr, roots1); err != nil || s != 200 {
+		roots1.AddCert(ca1.Cert)
+		if s, err := testenv.ServedSerial(addr, roots1); err != nil || s != 200 {
 			t.Fatalf("served serial %d (%v); want 200", s, err)
 		}
 
 		// The CA injector adds the new CA to the bundle before the certificate changes.
-		register(addr, append(append([]byte{}, ca1.pem...), ca2.pem...))
-		waitFor(t, 15*time.Second, "Node CREATE mutated with the two-CA bundle", func() error { return admitted(vms[3]) })
+		register(addr, append(append([]byte{}, ca1.PEM...), ca2.PEM...))
+		testenv.WaitFor(t, 15*time.Second, "Node CREATE mutated with the two-CA bundle", func() error { return admitted(vms[3]) })
 
-		crt, key = ca2.issue(t, 300)
-		writeSecretVolume(t, dir, 2, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca2.pem})
+		crt, key = ca2.Issue(t, 300)
+		testenv.WriteSecretVolume(t, dir, 2, map[string][]byte{"tls.crt": crt, "tls.key": key, "ca.crt": ca2.PEM})
 		roots2 := x509.NewCertPool()
-		roots2.AddCert(ca2.cert)
+		roots2.AddCert(ca2.Cert)
 		waitServed(t, addr, roots2, 300)
-		register(addr, append(append([]byte{}, ca1.pem...), ca2.pem...))
-		waitFor(t, 15*time.Second, "Node CREATE mutated through the certificate of the new CA", func() error { return admitted(vms[4]) })
+		register(addr, append(append([]byte{}, ca1.PEM...), ca2.PEM...))
+		testenv.WaitFor(t, 15*time.Second, "Node CREATE mutated through the certificate of the new CA", func() error { return admitted(vms[4]) })
 
 		// Proof that the API server really verifies against the bundle: with only the old CA
 		// it can no longer call the webhook, and failurePolicy Fail refuses the Node.
-		register(addr, ca1.pem)
-		waitFor(t, 15*time.Second, "Node CREATE refused with a bundle that does not trust the new certificate", func() error {
+		register(addr, ca1.PEM)
+		testenv.WaitFor(t, 15*time.Second, "Node CREATE refused with a bundle that does not trust the new certificate", func() error {
 			err := admitted(vms[5])
 			if err == nil {
 				return errors.New("Node still admitted and mutated")
@@ -160,9 +160,9 @@ func runWebhook(t *testing.T, restConfig *rest.Config, certDir string, xoEnv map
 	o.Controllers = ""
 	o.LeaderElect = false
 	o.MetricsBindAddress = "0"
-	o.HealthProbeBindAddress = loopback(freePort(t))
+	o.HealthProbeBindAddress = testenv.FreeAddr(t)
 	o.WebhookHost = "127.0.0.1"
-	o.WebhookPort = freePort(t)
+	o.WebhookPort = testenv.FreePort(t)
 	o.WebhookCertDir = certDir
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -181,7 +181,7 @@ func runWebhook(t *testing.T, restConfig *rest.Config, certDir string, xoEnv map
 			t.Logf("--- in-process log (tail) ---\n%s", tail(inProcessLog.Bytes(), 6000))
 		}
 	})
-	waitFor(t, 30*time.Second, "the in-process manager ready", func() error {
+	testenv.WaitFor(t, 30*time.Second, "the in-process manager ready", func() error {
 		select {
 		case err := <-done:
 			done <- err
@@ -214,8 +214,8 @@ func runWebhook(t *testing.T, restConfig *rest.Config, certDir string, xoEnv map
 func waitServed(t *testing.T, addr string, roots *x509.CertPool, serial int64) {
 	t.Helper()
 	start := time.Now()
-	waitFor(t, rotationTimeout, fmt.Sprintf("certificate serial %d served", serial), func() error {
-		s, err := servedSerial(addr, roots)
+	testenv.WaitFor(t, rotationTimeout, fmt.Sprintf("certificate serial %d served", serial), func() error {
+		s, err := testenv.ServedSerial(addr, roots)
 		if err == nil && s != serial {
 			err = fmt.Errorf("still serving serial %d", s)
 		}
@@ -243,42 +243,5 @@ func replaceFile(t *testing.T, path string, content []byte) {
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// writeSecretVolume updates dir the way the kubelet updates a Secret volume (its atomic
-// writer): the files go to a new timestamped folder, the ..data symlink is swapped to it in
-// one rename, each key is a symlink through ..data, and the old folder is removed.
-func writeSecretVolume(t *testing.T, dir string, gen int, files map[string][]byte) {
-	t.Helper()
-	ts := filepath.Join(dir, "..2026_01_01_00_00_0"+strconv.Itoa(gen)+".000000000")
-	if err := os.Mkdir(ts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(ts, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(ts), tmp); err != nil {
-		t.Fatal(err)
-	}
-	old, _ := os.Readlink(filepath.Join(dir, "..data"))
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for name := range files {
-		link := filepath.Join(dir, name)
-		if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
-			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -39,7 +39,7 @@ const leaseDuration = 15 * time.Second
 // controllers of the same name in one process, and metrics live in one global registry, so
 // "only one counts reconciles" could not be told apart in process.
 func TestLeaderElection(t *testing.T) {
-	env := startEnv(t, testenv.Options{Webhook: true})
+	env := testenv.StartTest(t, testenv.Options{Webhook: true})
 	ensureNamespace(t, env.Client, "kube-system")
 	kubeconfig := writeKubeconfig(t, env)
 	dir := t.TempDir()
@@ -49,7 +49,7 @@ func TestLeaderElection(t *testing.T) {
 	vm2 := xo.addVM(t, xo.poolA, xo.hostA2, "le-vm-2", "10.0.0.2")
 	vm3 := xo.addVM(t, xo.poolB, xo.hostB1, "le-vm-3", "10.0.0.3")
 	writeConfig(t, dir, "xo-ca.pem", string(xo.caPEM(t)))
-	cfg := writeConfig(t, dir, "config.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\n", xo.srv.URL, token, filepath.Join(dir, "xo-ca.pem")))
+	cfg := writeConfig(t, dir, "config.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\n", xo.URL, token, filepath.Join(dir, "xo-ca.pem")))
 
 	wo := env.WebhookInstallOptions
 	webhookRoots := x509.NewCertPool()
@@ -58,10 +58,10 @@ func TestLeaderElection(t *testing.T) {
 	}
 	a := startCCM(t, "manager-a", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true,
 		webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir})
-	waitFor(t, 30*time.Second, "manager-a leading", func() error { return isLeader(a, true) })
+	testenv.WaitFor(t, 30*time.Second, "manager-a leading", func() error { return isLeader(a, true) })
 	a.waitReady(t, 30*time.Second)
 	b := startCCM(t, "manager-b", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true,
-		webhookPort: freePort(t), certDir: wo.LocalServingCertDir})
+		webhookPort: testenv.FreePort(t), certDir: wo.LocalServingCertDir})
 	b.waitReady(t, 30*time.Second)
 	firstHolder := leaseHolder(t, env)
 	if firstHolder == "" {
@@ -81,7 +81,7 @@ func TestLeaderElection(t *testing.T) {
 	if err := c.Create(ctx, testenv.KubeletNode("le-node-1", testenv.WithSystemUUID(xo.systemUUID(t, vm1)))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "le-node-1 initialized", func() error { return initialized(c, "le-node-1") })
+	testenv.WaitFor(t, 30*time.Second, "le-node-1 initialized", func() error { return initialized(c, "le-node-1") })
 	if n := reconciles(t, a); n == 0 {
 		t.Errorf("the leader manager-a counts no reconcile")
 	}
@@ -96,7 +96,7 @@ func TestLeaderElection(t *testing.T) {
 	if code := a.stop(t); code != 0 {
 		t.Errorf("manager-a exited with code %d after SIGTERM; want 0", code)
 	}
-	waitFor(t, leaseDuration, "manager-b taking the Lease over", func() error {
+	testenv.WaitFor(t, leaseDuration, "manager-b taking the Lease over", func() error {
 		if err := isLeader(b, true); err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ func TestLeaderElection(t *testing.T) {
 	if n2.Spec.ProviderID != "" {
 		t.Errorf("le-node-2 was mutated by a webhook that should be gone (providerID %q)", n2.Spec.ProviderID)
 	}
-	waitFor(t, 30*time.Second, "le-node-2 initialized by manager-b", func() error { return initialized(c, "le-node-2") })
+	testenv.WaitFor(t, 30*time.Second, "le-node-2 initialized by manager-b", func() error { return initialized(c, "le-node-2") })
 	if n := reconciles(t, b); n == 0 {
 		t.Errorf("the new leader manager-b counts no reconcile")
 	}

@@ -27,7 +27,7 @@ var binDir string
 
 // inProcessLog receives the logs of managers run in this process (app.Run); a test prints
 // its tail when it fails.
-var inProcessLog = &syncBuffer{}
+var inProcessLog = &testenv.SyncBuffer{}
 
 func TestMain(m *testing.M) {
 	// Verbose enough to debug a failure, quiet enough not to drown the test output.

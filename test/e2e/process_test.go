@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
 
 // ccmArgs are the command line of one controller process.
@@ -32,10 +34,10 @@ type ccmArgs struct {
 type ccmProcess struct {
 	name    string
 	cmd     *exec.Cmd
-	out     *syncBuffer // stdout and stderr, interleaved as written
-	metrics string      // host:port
-	health  string      // host:port
-	webhook string      // host:port, "" without the webhook
+	out     *testenv.SyncBuffer // stdout and stderr, interleaved as written
+	metrics string              // host:port
+	health  string              // host:port
+	webhook string              // host:port, "" without the webhook
 	done    chan struct{}
 	waitErr error
 }
@@ -48,9 +50,9 @@ func startCCM(t *testing.T, name string, a ccmArgs) *ccmProcess {
 	bin := ccmBinary(t)
 	p := &ccmProcess{
 		name:    name,
-		out:     &syncBuffer{},
-		metrics: loopback(freePort(t)),
-		health:  loopback(freePort(t)),
+		out:     &testenv.SyncBuffer{},
+		metrics: testenv.FreeAddr(t),
+		health:  testenv.FreeAddr(t),
 		done:    make(chan struct{}),
 	}
 	args := []string{
@@ -167,7 +169,7 @@ func (p *ccmProcess) get(server, path string) (int, []byte, error) {
 // waitReady waits for /readyz to answer 200, failing early when the process exits.
 func (p *ccmProcess) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, p.name+" /readyz", func() error {
+	testenv.WaitFor(t, timeout, p.name+" /readyz", func() error {
 		if !p.running() {
 			code, _ := p.exited(0)
 			t.Fatalf("%s exited with code %d before it was ready", p.name, code)

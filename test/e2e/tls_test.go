@@ -34,7 +34,7 @@ const insecureWarning = "WARNING: insecure is true"
 //     the inventory never syncs, the process is not ready), trusts it through caFile, and
 //     with insecure: true connects and logs the warning.
 func TestWebhookTLS(t *testing.T) {
-	env := startEnv(t, testenv.Options{})
+	env := testenv.StartTest(t, testenv.Options{})
 	kubeconfig := writeKubeconfig(t, env)
 	dir := t.TempDir()
 	token := newToken(t)
@@ -48,16 +48,16 @@ func TestWebhookTLS(t *testing.T) {
 	caFile := filepath.Join(dir, "xo-ca.pem")
 	writeConfig(t, dir, "xo-ca.pem", string(goodXO.caPEM(t)))
 
-	verify := writeConfig(t, dir, "verify.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", badXO.srv.URL, token))
-	insecure := writeConfig(t, dir, "insecure.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninsecure: true\n", goodXO.srv.URL, token))
-	withCA := writeConfig(t, dir, "ca.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\n", goodXO.srv.URL, token, caFile))
+	verify := writeConfig(t, dir, "verify.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", badXO.URL, token))
+	insecure := writeConfig(t, dir, "insecure.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninsecure: true\n", goodXO.URL, token))
+	withCA := writeConfig(t, dir, "ca.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\n", goodXO.URL, token, caFile))
 
-	ca := newCA(t, "webhook-ca")
+	ca := testenv.NewCA(t, "webhook-ca")
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
-	whPort := freePort(t)
+	roots.AddCert(ca.Cert)
+	whPort := testenv.FreePort(t)
 	noControllers := []string{"--controllers="}
-	refusing := startCCM(t, "verify", ccmArgs{kubeconfig: kubeconfig, config: verify, webhookPort: whPort, certDir: ca.certDir(t, 10), extra: noControllers})
+	refusing := startCCM(t, "verify", ccmArgs{kubeconfig: kubeconfig, config: verify, webhookPort: whPort, certDir: ca.CertDir(t, 10), extra: noControllers})
 	trusting := startCCM(t, "insecure", ccmArgs{kubeconfig: kubeconfig, config: insecure, extra: noControllers})
 	pinned := startCCM(t, "caFile", ccmArgs{kubeconfig: kubeconfig, config: withCA, extra: noControllers})
 
@@ -74,7 +74,7 @@ func TestWebhookTLS(t *testing.T) {
 		}
 	})
 	t.Run("xo unverifiable certificate refused", func(t *testing.T) {
-		waitFor(t, 30*time.Second, "a certificate verification error in the log", func() error {
+		testenv.WaitFor(t, 30*time.Second, "a certificate verification error in the log", func() error {
 			if !bytes.Contains(refusing.out.Bytes(), []byte("certificate signed by unknown authority")) {
 				return errNotYet
 			}
@@ -96,8 +96,8 @@ func TestWebhookTLS(t *testing.T) {
 	})
 
 	addr := loopback(whPort)
-	waitFor(t, 30*time.Second, "the webhook serving TLS", func() error {
-		_, err := servedSerial(addr, roots)
+	testenv.WaitFor(t, 30*time.Second, "the webhook serving TLS", func() error {
+		_, err := testenv.ServedSerial(addr, roots)
 		return err
 	})
 	t.Run("webhook TLS versions", func(t *testing.T) {

@@ -37,7 +37,7 @@ const faultWindow = 2500 * time.Millisecond
 // variant, an XO whose certificate cannot be verified, and invalid configurations (which must
 // exit non-zero naming every bad key, without the token).
 func TestTokenNeverLeaks(t *testing.T) {
-	env := startEnv(t, testenv.Options{Webhook: true})
+	env := testenv.StartTest(t, testenv.Options{Webhook: true})
 	ensureNamespace(t, env.Client, "kube-system")
 	kubeconfig := writeKubeconfig(t, env)
 	dir := t.TempDir()
@@ -60,7 +60,7 @@ requestTimeout: 2s
 inventory:
   pollPeriod: 1s
   staleAfter: 5s
-`, x.srv.URL, token, caFile))
+`, x.URL, token, caFile))
 
 	wo := env.WebhookInstallOptions
 	p := startCCM(t, "token-inline", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true,
@@ -83,7 +83,7 @@ inventory:
 	create(testenv.KubeletNode("tok-unknown", testenv.WithSystemUUID("7e57f00d-0000-4000-8000-000000000001"), testenv.WithNodeIP("10.9.9.9")))
 	// Ambiguous: a PV guest (no system uuid) named like two VMs.
 	create(testenv.KubeletNode("tok-twin"))
-	waitFor(t, 30*time.Second, "tok-good initialized", func() error { return initialized(c, "tok-good") })
+	testenv.WaitFor(t, 30*time.Second, "tok-good initialized", func() error { return initialized(c, "tok-good") })
 
 	// phase injects a fault, breaks the event stream (unless the fault is the stream's) so
 	// that the inventory relists into it, runs during while the fault holds, waits out
@@ -130,7 +130,7 @@ inventory:
 		Message: "bad request: cookie authenticationToken=" + token + " rejected", PathPrefix: "/rest/v0/"}),
 		func() { lateNode("tok-late-echo") })
 	// The stream must be up again before it can stall.
-	waitFor(t, 30*time.Second, "the event stream back", func() error {
+	testenv.WaitFor(t, 30*time.Second, "the event stream back", func() error {
 		if x.sim.EventStreams() == 0 {
 			return errNotYet
 		}
@@ -149,13 +149,15 @@ inventory:
 
 	// A disconnected pool: XO answers "no such VM" for a VM that exists; its Node, NotReady,
 	// must stay.
-	setReady(t, c, "tok-in-b", false)
+	if err := testenv.SetReady(ctx, c, "tok-in-b", false); err != nil {
+		t.Fatal(err)
+	}
 	phase("pool disconnected", false, func() {
 		if err := x.sim.DisconnectPool(x.poolB); err != nil {
 			t.Fatal(err)
 		}
 	}, nil)
-	if _, err := getNode(c, "tok-in-b"); err != nil {
+	if _, err := testenv.GetNode(ctx, c, "tok-in-b"); err != nil {
 		t.Errorf("Node tok-in-b of the disconnected pool: %v; want kept", err)
 	}
 	if err := x.sim.ReconnectPool(x.poolB); err != nil {
@@ -163,12 +165,14 @@ inventory:
 	}
 
 	// A VM really deleted: its NotReady Node is deleted, with events.
-	setReady(t, c, "tok-doomed", false)
+	if err := testenv.SetReady(ctx, c, "tok-doomed", false); err != nil {
+		t.Fatal(err)
+	}
 	if err := x.sim.RemoveVM(doomed); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "Node tok-doomed deleted", func() error {
-		_, err := getNode(c, "tok-doomed")
+	testenv.WaitFor(t, 20*time.Second, "Node tok-doomed deleted", func() error {
+		_, err := testenv.GetNode(ctx, c, "tok-doomed")
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -176,7 +180,7 @@ inventory:
 	})
 	// Recovered from every fault: the Nodes registered into faults are initialized.
 	for _, name := range []string{"tok-late-401", "tok-late-500", "tok-late-reset", "tok-late-truncated", "tok-late-stall", "tok-late-echo"} {
-		waitFor(t, 30*time.Second, name+" initialized after the faults", func() error { return initialized(c, name) })
+		testenv.WaitFor(t, 30*time.Second, name+" initialized after the faults", func() error { return initialized(c, name) })
 	}
 	p.waitReady(t, 30*time.Second)
 	scrape(t, p, exposed)
@@ -233,16 +237,16 @@ func testTokenFileAndBadTLS(t *testing.T, kubeconfig string, env *testenv.Env) {
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(fileToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tfCfg := writeConfig(t, dir, "tokenfile.yaml", fmt.Sprintf("url: %s\ntokenFile: token\ninventory: {pollPeriod: 1s, staleAfter: 5s}\n", plain.srv.URL))
+	tfCfg := writeConfig(t, dir, "tokenfile.yaml", fmt.Sprintf("url: %s\ntokenFile: token\ninventory: {pollPeriod: 1s, staleAfter: 5s}\n", plain.URL))
 
 	tlsToken := newToken(t)
 	unverified := newXO(t, tlsToken, true)
 	unverified.addVM(t, unverified.poolA, unverified.hostA1, "tls-vm")
-	tlsCfg := writeConfig(t, dir, "badtls.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", unverified.srv.URL, tlsToken))
+	tlsCfg := writeConfig(t, dir, "badtls.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", unverified.URL, tlsToken))
 
-	ca := newCA(t, "variant-webhook-ca")
-	tf := startCCM(t, "token-file", ccmArgs{kubeconfig: kubeconfig, config: tfCfg, webhookPort: freePort(t), certDir: ca.certDir(t, 2)})
-	bad := startCCM(t, "unverifiable-xo", ccmArgs{kubeconfig: kubeconfig, config: tlsCfg, webhookPort: freePort(t), certDir: ca.certDir(t, 3)})
+	ca := testenv.NewCA(t, "variant-webhook-ca")
+	tf := startCCM(t, "token-file", ccmArgs{kubeconfig: kubeconfig, config: tfCfg, webhookPort: testenv.FreePort(t), certDir: ca.CertDir(t, 2)})
+	bad := startCCM(t, "unverifiable-xo", ccmArgs{kubeconfig: kubeconfig, config: tlsCfg, webhookPort: testenv.FreePort(t), certDir: ca.CertDir(t, 3)})
 
 	tf.waitReady(t, 30*time.Second)
 	plain.sim.RevokeToken(fileToken)
@@ -254,7 +258,7 @@ func testTokenFileAndBadTLS(t *testing.T, kubeconfig string, env *testenv.Env) {
 	plain.sim.AddToken(fileToken)
 	tf.waitReady(t, 30*time.Second)
 
-	waitFor(t, 30*time.Second, "the certificate error in the log", func() error {
+	testenv.WaitFor(t, 30*time.Second, "the certificate error in the log", func() error {
 		if !bytes.Contains(bad.out.Bytes(), []byte("certificate signed by unknown authority")) {
 			return errNotYet
 		}
@@ -336,7 +340,7 @@ unknownKey: 1
 				secret = token
 			}
 			cfg := writeConfig(t, t.TempDir(), "config.yaml", tc.config)
-			p := startCCM(t, "invalid-config", ccmArgs{kubeconfig: kubeconfig, config: cfg, webhookPort: freePort(t), certDir: t.TempDir()})
+			p := startCCM(t, "invalid-config", ccmArgs{kubeconfig: kubeconfig, config: cfg, webhookPort: testenv.FreePort(t), certDir: t.TempDir()})
 			code, ok := p.exited(15 * time.Second)
 			if !ok {
 				t.Fatal("still running 15s after start with an invalid config")

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -234,17 +233,6 @@ func hostSystemUUID() string {
 	return ""
 }
 
-// freePort returns a TCP port free on 127.0.0.1.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // kubeletProcess is a running kubelet in its own process group.
 type kubeletProcess struct {
 	cmd     *exec.Cmd
@@ -297,22 +285,4 @@ func tail(path string, n int) string {
 		return err.Error()
 	}
 	return tailString(string(b), n)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers (the controller's logger).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -15,10 +15,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +92,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 		t.Fatalf("a kubelet already serves %s on this host: this test would take its device-plugin socket", deviceManagerSocket)
 	}
 
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.InfoLevel)))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -105,15 +103,9 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	// XO: one pool, one host, the kubelet's VM. A real kubelet reports the host's DMI product
 	// uuid as systemUUID, which the test cannot choose: the VM gets that uuid when there is
 	// one, else the node's name (how PV/PVH guests without SMBIOS are matched).
-	sim := xosim.New(xosim.Options{Tokens: []string{token}})
-	pool, err := sim.AddPool(xosim.PoolSpec{NameLabel: "dc1-pool-a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: "xcp-host-01"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
+	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "dc1-pool-a"})
+	host := x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "xcp-host-01"})
 	nodeIP := addLoopbackIP(t)
 	systemUUID := hostSystemUUID()
 	vmSpec := xosim.VMSpec{PoolID: pool, HostID: host, CPUs: 2, Memory: xosim.GiB, IPs: []string{nodeIP}}
@@ -124,30 +116,16 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 		vmSpec.NameLabel = nodeName
 		t.Logf("no readable DMI product uuid: matching by name (VM name_label %s)", nodeName)
 	}
-	vm, err := sim.AddVM(vmSpec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xoSrv := httptest.NewServer(sim)
-	t.Cleanup(xoSrv.Close)
-	t.Cleanup(sim.CloseEventStreams)
+	vm := x.AddVM(t, vmSpec)
 
 	// Control plane enforcing node identities, with the webhook registered.
 	start := time.Now()
-	env, err := testenv.Start(testenv.Options{
+	env := testenv.StartTest(t, testenv.Options{
 		Webhook: true,
 		APIServerArgs: map[string][]string{
 			"authorization-mode":       {"Node,RBAC"},
 			"enable-admission-plugins": {"NodeRestriction"},
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
 	})
 	t.Logf("control plane started in %s", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -155,7 +133,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 
 	// The controller, in-process, as the binary wires it.
 	start = time.Now()
-	probe := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	probe := testenv.FreeAddr(t)
 	o := app.NewOptions()
 	wo := env.WebhookInstallOptions
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wo.LocalServingHost, wo.LocalServingPort, wo.LocalServingCertDir
@@ -168,7 +146,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	go func() {
 		defer close(mgrDone)
 		mgrErr = app.Run(mgrCtx, o, env.Config, func(k string) string {
-			return map[string]string{"XOA_URL": xoSrv.URL, "XOA_TOKEN": token}[k]
+			return map[string]string{"XOA_URL": x.URL, "XOA_TOKEN": token}[k]
 		})
 	}()
 	t.Cleanup(func() {
@@ -209,7 +187,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 
 	rootDir := filepath.Join(dir, "root")
 	configFile := filepath.Join(dir, "kubelet.yaml")
-	cfg := fmt.Sprintf(kubeletConfig, freePort(t), criEndpoint, criEndpoint, filepath.Join(dir, "pod-logs"))
+	cfg := fmt.Sprintf(kubeletConfig, testenv.FreePort(t), criEndpoint, criEndpoint, filepath.Join(dir, "pod-logs"))
 	if err := os.WriteFile(configFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +322,7 @@ func managedFieldsOf(n *corev1.Node, manager string) string {
 	var b bytes.Buffer
 	for _, mf := range n.ManagedFields {
 		if mf.Manager == manager && mf.FieldsV1 != nil {
-			b.Write(mf.FieldsV1.Raw)
+			b.Write(mf.FieldsV1.GetRawBytes())
 		}
 	}
 	return b.String()
