@@ -4,16 +4,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// trimNode drops from cached Nodes what no controller reads: managed fields and the image,
-// volume lists a kubelet reports (often most of a Node's size). It keeps memory flat with
-// thousands of Nodes. Patches are computed between two copies of the cached object, so fields
-// absent from both are never written.
+// trimNode keeps in the Node cache only what the controllers read: metadata (less managed
+// fields), spec, the addresses, the Ready condition and the system uuid. Capacity, images,
+// volumes, node info and the other conditions (most of a Node's size) are dropped, so that
+// memory stays small with thousands of Nodes.
+//
+// Patches are computed between two copies of the cached object (client.MergeFrom), so a field
+// absent from both is never written: trimming cannot erase anything on the API server.
 func trimNode(obj any) (any, error) {
-	if n, ok := obj.(*corev1.Node); ok {
-		n.ManagedFields = nil
-		n.Status.Images = nil
-		n.Status.VolumesInUse = nil
-		n.Status.VolumesAttached = nil
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	n.ManagedFields = nil
+	var ready []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			c.Message = ""
+			ready = append(ready, c)
+		}
+	}
+	n.Status = corev1.NodeStatus{
+		Addresses:  n.Status.Addresses,
+		Conditions: ready,
+		NodeInfo:   corev1.NodeSystemInfo{SystemUUID: n.Status.NodeInfo.SystemUUID},
+	}
+	return n, nil
 }
