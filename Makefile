@@ -72,3 +72,7 @@ docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each; crashers land in testdata/fuzz.
 	hack/fuzz.sh
+
+.PHONY: bench
+bench: ## Run every benchmark and write BENCHMARKS.md (QUICK=1: 60 s churn run, fewer samples).
+	hack/bench.sh $(if $(QUICK),--quick)

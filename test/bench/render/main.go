@@ -1,0 +1,60 @@
+// Command render writes BENCHMARKS.md from the end-to-end results (JSON written by the
+// bench-tagged test of package bench) and the output of `go test -bench`.
+//
+//	go run ./test/bench/render -results results.json -micro micro.txt -out BENCHMARKS.md
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/bench"
+)
+
+func main() {
+	results := flag.String("results", "", "JSON results of the end-to-end benchmarks (required).")
+	micro := flag.String("micro", "", "Output of `go test -bench` (optional).")
+	out := flag.String("out", "BENCHMARKS.md", "File to write.")
+	flag.Parse()
+	if err := run(*results, *micro, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "render:", err)
+		os.Exit(1)
+	}
+}
+
+func run(resultsFile, microFile, out string) error {
+	if resultsFile == "" {
+		return errors.New("-results is required")
+	}
+	data, err := os.ReadFile(resultsFile)
+	if err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	var r bench.Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("decode %s: %w", resultsFile, err)
+	}
+	var gb []bench.GoBench
+	if microFile != "" {
+		f, err := os.Open(microFile)
+		if err != nil {
+			return fmt.Errorf("read micro-benchmarks: %w", err)
+		}
+		defer f.Close()
+		if gb, err = bench.ParseGoBench(f); err != nil {
+			return fmt.Errorf("parse %s: %w", microFile, err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := bench.Render(&buf, &r, gb); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	results := filepath.Join(dir, "results.json")
+	micro := filepath.Join(dir, "micro.txt")
+	out := filepath.Join(dir, "BENCHMARKS.md")
+	if err := os.WriteFile(results, []byte(`{"command":"make bench QUICK=1","machine":{"cpus":2},"bursts":[{"nodes":100,"webhook":true,"initialized":100,"total":500000000}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(micro, []byte("pkg: example.com/x\nBenchmarkX-2 10 100 ns/op\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(results, micro, out); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`make bench QUICK=1`", "| 100 | on | 500 ms | 0 |", "| example.com/x | X | 100 |"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("report lacks %q:\n%s", want, data)
+		}
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badMicro := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(badMicro, []byte("BenchmarkX-2 10 x ns/op\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ results, micro, want string }{
+		{"", "", "-results is required"},
+		{filepath.Join(dir, "missing.json"), "", "read results"},
+		{bad, "", "decode"},
+		{results, filepath.Join(dir, "missing.txt"), "read micro-benchmarks"},
+		{results, badMicro, "parse"},
+	} {
+		if err := run(tt.results, tt.micro, out); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("run(%q, %q) = %v, want an error containing %q", tt.results, tt.micro, err, tt.want)
+		}
+	}
+}

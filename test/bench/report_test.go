@@ -1,0 +1,459 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sampleBenchOutput = `goos: linux
+goarch: amd64
+pkg: github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook
+cpu: AMD EPYC
+BenchmarkAdmissionHandler/vms=1000-2         	   41234	     28001 ns/op	     21000 p50-ns	     90000 p99-ns	   12345 B/op	     150 allocs/op
+BenchmarkAdmissionHTTPS
+    bench_test.go:10: some log line
+BenchmarkAdmissionHTTPS-2   	   10000	    123456 ns/op	      8100 req/s	    700000 p50-ns	   2100000 p99-ns
+PASS
+ok  	github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook	12.3s
+pkg: github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo
+BenchmarkDecodeVMs 	     100	  10000000 ns/op
+--- FAIL: BenchmarkBroken
+ok  	github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo	3.1s
+`
+
+func TestParseGoBench(t *testing.T) {
+	const webhookPkg = "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+	tests := []struct {
+		name    string
+		in      string
+		want    []GoBench
+		wantErr string
+	}{
+		{
+			name: "go test output of two packages",
+			in:   sampleBenchOutput,
+			want: []GoBench{
+				{Pkg: webhookPkg, Name: "BenchmarkAdmissionHandler/vms=1000", Procs: 2, N: 41234, Metrics: []Metric{
+					{28001, "ns/op"}, {21000, "p50-ns"}, {90000, "p99-ns"}, {12345, "B/op"}, {150, "allocs/op"},
+				}},
+				{Pkg: webhookPkg, Name: "BenchmarkAdmissionHTTPS", Procs: 2, N: 10000, Metrics: []Metric{
+					{123456, "ns/op"}, {8100, "req/s"}, {700000, "p50-ns"}, {2100000, "p99-ns"},
+				}},
+				{Pkg: "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo", Name: "BenchmarkDecodeVMs", Procs: 1, N: 100, Metrics: []Metric{{1e7, "ns/op"}}},
+			},
+		},
+		{name: "empty", in: "", want: nil},
+		{name: "a name with a dash but no procs", in: "BenchmarkA/x-y 5 1 ns/op\n", want: []GoBench{{Name: "BenchmarkA/x-y", Procs: 1, N: 5, Metrics: []Metric{{1, "ns/op"}}}}},
+		{name: "a value that is not a number", in: "BenchmarkA-2 5 abc ns/op\n", wantErr: `line 1: value "abc"`},
+		{name: "a value without its unit", in: "BenchmarkA-2 5 10 ns/op 3\n", wantErr: "line 1: odd number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseGoBench(strings.NewReader(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseGoBench(f *testing.F) {
+	f.Add(sampleBenchOutput)
+	f.Add("BenchmarkA-2 5 1 ns/op 2 B/op\n")
+	f.Add("BenchmarkA-x 1\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := ParseGoBench(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for _, b := range got {
+			if !strings.HasPrefix(b.Name, "Benchmark") || b.Procs < 1 {
+				t.Fatalf("bad result %+v", b)
+			}
+		}
+	})
+}
+
+const sampleMetrics = `# HELP apiserver_request_total Counter of apiserver requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",resource="nodes",subresource="",verb="POST"} 100
+apiserver_request_total{code="200",component="apiserver",resource="nodes",subresource="",verb="PATCH"} 40
+apiserver_request_total{code="409",component="apiserver",resource="nodes",subresource="",verb="PATCH"} 2
+apiserver_request_total{code="200",component="apiserver",resource="nodes",subresource="status",verb="PATCH"} 7
+apiserver_request_total{code="200",component="apiserver",resource="nodes",subresource="",verb="LIST"} 3
+apiserver_request_total{code="200",component="apiserver",resource="leases",subresource="",verb="PUT"} 9
+workqueue_depth{controller="cloud-node",name="cloud-node"} 0
+workqueue_depth{controller="lifecycle",name="lifecycle"} 3
+weird_label{msg="a \"quoted\", value}\n",other="x"} 1.5 1700000000000
+go_goroutines 262
+`
+
+func TestParseMetrics(t *testing.T) {
+	s, err := ParseMetrics(strings.NewReader(sampleMetrics))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 10 {
+		t.Fatalf("%d samples, want 10", len(s))
+	}
+	if got := Sum(s, "workqueue_depth", nil); got != 3 {
+		t.Errorf("workqueue_depth sum %g, want 3", got)
+	}
+	if got := Sum(s, "workqueue_depth", map[string]string{"name": "cloud-node"}); got != 0 {
+		t.Errorf("cloud-node depth %g, want 0", got)
+	}
+	if got := Sum(s, "go_goroutines", nil); got != 262 {
+		t.Errorf("go_goroutines %g, want 262", got)
+	}
+	w := s[8]
+	if w.Labels["msg"] != "a \"quoted\", value}\n" || w.Labels["other"] != "x" || w.Value != 1.5 {
+		t.Errorf("escaped label sample parsed as %+v", w)
+	}
+	got := APIRequests(s, "nodes")
+	want := map[string]int64{"POST nodes": 100, "PATCH nodes": 42, "PATCH nodes/status": 7, "LIST nodes": 3}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("APIRequests = %v, want %v", got, want)
+	}
+	if got := Writes(got); !reflect.DeepEqual(got, map[string]int64{"POST nodes": 100, "PATCH nodes": 42, "PATCH nodes/status": 7}) {
+		t.Errorf("Writes = %v", got)
+	}
+}
+
+func TestParseMetricsErrors(t *testing.T) {
+	for _, in := range []string{
+		"novalue\n",
+		"m{a=\"b\"} notanumber\n",
+		"m{a=\"b} 1\n",
+		"m{a=b} 1\n",
+		"m 1 2 3\n",
+	} {
+		if _, err := ParseMetrics(strings.NewReader(in)); err == nil {
+			t.Errorf("ParseMetrics(%q) succeeded, want an error", in)
+		}
+	}
+}
+
+func FuzzParseMetrics(f *testing.F) {
+	f.Add(sampleMetrics)
+	f.Add(`m{a="\\"} 1`)
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := ParseMetrics(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for _, x := range s {
+			if x.Name == "" {
+				t.Fatalf("sample without a name from %q", in)
+			}
+		}
+	})
+}
+
+func TestMeanDelta(t *testing.T) {
+	before := []Sample{
+		{Name: "h_sum", Labels: map[string]string{"w": "a"}, Value: 1},
+		{Name: "h_count", Labels: map[string]string{"w": "a"}, Value: 10},
+		{Name: "h_sum", Labels: map[string]string{"w": "b"}, Value: 100},
+		{Name: "h_count", Labels: map[string]string{"w": "b"}, Value: 1},
+	}
+	after := []Sample{
+		{Name: "h_sum", Labels: map[string]string{"w": "a"}, Value: 3},
+		{Name: "h_count", Labels: map[string]string{"w": "a"}, Value: 14},
+		{Name: "h_sum", Labels: map[string]string{"w": "b"}, Value: 200},
+		{Name: "h_count", Labels: map[string]string{"w": "b"}, Value: 2},
+	}
+	if m, n, ok := MeanDelta(before, after, "h", map[string]string{"w": "a"}); !ok || m != 0.5 || n != 4 {
+		t.Errorf("MeanDelta(a) = %g, %g, %t; want 0.5, 4, true", m, n, ok)
+	}
+	if m, n, ok := MeanDelta(before, after, "h", nil); !ok || m != 102.0/5 || n != 5 {
+		t.Errorf("MeanDelta(all) = %g, %g, %t", m, n, ok)
+	}
+	if _, _, ok := MeanDelta(after, after, "h", nil); ok {
+		t.Error("MeanDelta without observations reported a mean")
+	}
+}
+
+func TestDelta(t *testing.T) {
+	got := Delta(map[string]int64{"a": 1, "b": 5}, map[string]int64{"a": 1, "b": 7, "c": 2})
+	if want := map[string]int64{"b": 2, "c": 2}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Delta = %v, want %v", got, want)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	tests := []struct {
+		d    []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{nil, 0.5, 0},
+		{ms(7), 0.99, 7 * time.Millisecond},
+		{ms(5, 1, 4, 2, 3), 0.5, 3 * time.Millisecond},
+		{ms(5, 1, 4, 2, 3), 1, 5 * time.Millisecond},
+		{ms(5, 1, 4, 2, 3), 0.01, 1 * time.Millisecond},
+		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.99, 10 * time.Millisecond},
+		{ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 0.9, 9 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		in := append([]time.Duration(nil), tt.d...)
+		if got := Percentile(tt.d, tt.p); got != tt.want {
+			t.Errorf("Percentile(%v, %g) = %v, want %v", tt.d, tt.p, got, tt.want)
+		}
+		if !reflect.DeepEqual(in, tt.d) {
+			t.Errorf("Percentile modified its input")
+		}
+	}
+}
+
+func TestSteadyRates(t *testing.T) {
+	s := Steady{
+		Window: 61 * time.Second, ResyncPeriod: 30 * time.Second, Relists: 2, ListBytes: 4 << 20,
+		XORequests: map[string]int64{"GET /rest/v0/vms": 2, "GET /rest/v0/hosts": 2, "GET /rest/v0/pools": 2, "GET /rest/v0/servers": 2},
+	}
+	if got := s.RequestsPerRelist(); got != 4 {
+		t.Errorf("per relist %g, want 4", got)
+	}
+	if got := s.RequestsPerMinuteAt(10 * time.Minute); got != 0.4 {
+		t.Errorf("per minute at 10m %g, want 0.4", got)
+	}
+	if got := s.RequestsPerMinute(); math.Abs(got-8*60/61.0) > 1e-9 {
+		t.Errorf("per minute %g", got)
+	}
+	if got := s.BytesPerRelist(); got != 2<<20 {
+		t.Errorf("bytes per relist %g", got)
+	}
+	if (Steady{}).RequestsPerRelist() != 0 || (Steady{}).RequestsPerMinute() != 0 {
+		t.Error("an empty window has a rate")
+	}
+	u := Upstream{Requests: 3000, Period: 5 * time.Minute}
+	if got := u.RequestsPerMinute(); got != 600 {
+		t.Errorf("upstream per minute %g, want 600", got)
+	}
+}
+
+func TestRSSGrowth(t *testing.T) {
+	var c Churn
+	for i := range 10 {
+		// Flat at 50 MiB for the first half, then growing 2 MiB per minute.
+		rss := int64(50 << 20)
+		if i >= 5 {
+			rss += int64(i-5) * (2 << 20)
+		}
+		c.Samples = append(c.Samples, MemSample{At: time.Duration(i) * time.Minute, RSS: rss})
+	}
+	delta, slope := c.RSSGrowth()
+	if delta != 8<<20 {
+		t.Errorf("delta %d, want %d", delta, 8<<20)
+	}
+	if math.Abs(slope-float64(2<<20)) > 1 {
+		t.Errorf("slope %g bytes/min, want %d", slope, 2<<20)
+	}
+	if d, s := (Churn{}).RSSGrowth(); d != 0 || s != 0 {
+		t.Error("growth without samples")
+	}
+}
+
+func TestBounded(t *testing.T) {
+	mk := func(rss []int64, g0, g1 int) Churn {
+		var c Churn
+		for i, r := range rss {
+			g := g0
+			if i == len(rss)-1 {
+				g = g1
+			}
+			c.Samples = append(c.Samples, MemSample{At: time.Duration(i) * time.Minute, RSS: r << 20, Goroutines: g})
+		}
+		return c
+	}
+	tests := []struct {
+		name string
+		c    Churn
+		want bool
+	}{
+		{"flat", mk([]int64{100, 120, 110, 118, 112, 119}, 260, 262), true},
+		{"warm-up then plateau", mk([]int64{60, 150, 170, 160, 175, 170}, 260, 260), true},
+		{"steady growth", mk([]int64{100, 110, 120, 130, 140, 150, 160, 170}, 260, 260), false},
+		{"goroutine leak", mk([]int64{100, 100, 100, 100}, 260, 400), false},
+		{"too few samples", mk([]int64{100, 300}, 1, 1000), true},
+	}
+	for _, tt := range tests {
+		if got := tt.c.Bounded(); got != tt.want {
+			t.Errorf("%s: Bounded() = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMedianMemory(t *testing.T) {
+	got := MedianMemory([]Memory{
+		{RSS: 30, HeapInuse: 3, HWM: 40, Goroutines: 1},
+		{RSS: 10, HeapInuse: 1, HWM: 40, Goroutines: 2},
+		{RSS: 20, HeapInuse: 5, HWM: 50, Goroutines: 3},
+	})
+	want := Memory{RSS: 20, RSSMax: 30, Readings: 3, HeapInuse: 3, HWM: 50, Goroutines: 3}
+	if got != want {
+		t.Fatalf("MedianMemory = %+v, want %+v", got, want)
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    ProcStat
+		wantErr bool
+	}{
+		{in: "1234 (kube-apiserver) S 99 1234 1234 0 -1 4194560 1 0 0 0 250 50 0 0 20 0 12 0 100 0 0\n",
+			want: ProcStat{PID: 1234, PPID: 99, Comm: "kube-apiserver", CPU: 3 * time.Second}},
+		{in: "7 (a (weird) name) R 1 7 7 0 -1 0 0 0 0 0 1 1 0 0\n",
+			want: ProcStat{PID: 7, PPID: 1, Comm: "a (weird) name", CPU: 20 * time.Millisecond}},
+		{in: "7 no-parens R 1\n", wantErr: true},
+		{in: "7 (x) R 1 2 3\n", wantErr: true},
+		{in: "x (y) R 1 7 7 0 -1 0 0 0 0 0 1 1 0 0\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parseStat([]byte(tt.in))
+		if (err != nil) != tt.wantErr {
+			t.Errorf("parseStat(%q) error %v, want error %t", tt.in, err, tt.wantErr)
+			continue
+		}
+		if !tt.wantErr && got != tt.want {
+			t.Errorf("parseStat(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	rss, hwm, err := parseStatus([]byte("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads:\t3\n"))
+	if err != nil || rss != 1<<20 || hwm != 2<<20 {
+		t.Fatalf("parseStatus = %d, %d, %v", rss, hwm, err)
+	}
+	for _, in := range []string{"VmRSS:\t1 kB\n", "VmRSS:\t1 MB\nVmHWM:\t1 kB\n", "VmRSS:\tx kB\nVmHWM:\t1 kB\n"} {
+		if _, _, err := parseStatus([]byte(in)); err == nil {
+			t.Errorf("parseStatus(%q) succeeded", in)
+		}
+	}
+}
+
+func TestProcSelf(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc here: " + err.Error())
+	}
+	st, err := ReadProcStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PID != os.Getpid() || st.PPID != os.Getppid() {
+		t.Errorf("ReadProcStat(self) = %+v; want pid %d ppid %d", st, os.Getpid(), os.Getppid())
+	}
+	rss, hwm, err := ProcMemory(os.Getpid())
+	if err != nil || rss <= 0 || hwm < rss {
+		t.Errorf("ProcMemory(self) = %d, %d, %v", rss, hwm, err)
+	}
+	kids, err := Children(os.Getppid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, sts := range kids {
+		for _, s := range sts {
+			found = found || s.PID == os.Getpid()
+		}
+	}
+	if !found {
+		t.Errorf("Children(parent) does not list this process: %v", kids)
+	}
+	if _, err := LoadAvg(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRender(t *testing.T) {
+	r := &Results{
+		Command: "make bench", Started: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), Creators: 64,
+		Machine: Machine{CPUs: 2, CPUModel: "Test CPU", GoVersion: "go1.26", LoadStart: [3]float64{0.5, 0.4, 0.3}},
+		Pools:   4, Hosts: 32, VMs: 10000,
+		Bursts: []Burst{
+			{Nodes: 500, Webhook: true, Initialized: 500, Total: 3200 * time.Millisecond, P50: time.Second, P99: 3 * time.Second, Max: 3100 * time.Millisecond,
+				APIRequests: map[string]int64{"POST nodes": 500, "PATCH nodes": 500, "LIST nodes": 1}},
+			{Nodes: 5000, Webhook: false, Initialized: 5000, Total: 41 * time.Second},
+			{Nodes: 5000, Webhook: true, Initialized: 4000, Total: 300 * time.Second},
+		},
+		Steady: []Steady{
+			{Nodes: 100, Window: time.Minute, ResyncPeriod: 30 * time.Second, Relists: 2, ListBytes: 2 << 20,
+				XORequests: map[string]int64{"GET /rest/v0/vms": 2, "GET /rest/v0/hosts": 2, "GET /rest/v0/pools": 2, "GET /rest/v0/servers": 2}},
+			{Nodes: 5000, Window: time.Minute, ResyncPeriod: 30 * time.Second, Relists: 2, ListBytes: 2 << 20, NodeChanges: 1,
+				XORequests: map[string]int64{"GET /rest/v0/vms": 2, "GET /rest/v0/hosts": 2, "GET /rest/v0/pools": 2, "GET /rest/v0/servers": 2}},
+		},
+		Upstream:  []Upstream{{Nodes: 5000, Requests: 30000, Bytes: 30 << 20, Period: 5 * time.Minute}},
+		Reactions: []Reaction{{Kind: ReactionMigrated, Mode: ModeEvents, Nodes: 5000, Samples: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond}}},
+		Memory:    []Memory{{Nodes: 5000, VMs: 10000, RSS: 90 << 20, HWM: 120 << 20}},
+		Errors:    []string{"something failed"},
+	}
+	micro := []GoBench{{Pkg: "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook", Name: "BenchmarkAdmissionHandler/vms=1000", Procs: 2, N: 10,
+		Metrics: []Metric{{28000, "ns/op"}, {21000, "p50-ns"}, {90000, "p99-ns"}, {100, "allocs/op"}, {5000, "B/op"}}}}
+	var buf bytes.Buffer
+	if err := Render(&buf, r, micro); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"| machine | 2 CPUs, Test CPU |",
+		"| 500 Nodes at once (webhook on) all initialized within 4 s | 3.20 s | met |",
+		"| 5,000 Nodes at once (webhook off) all initialized within 30 s | 41.00 s | **missed** |",
+		"| 5,000 Nodes at once (webhook on) all initialized within 30 s | only 4000 of 5000 initialized | **missed** |",
+		"| resident memory with 5,000 Nodes and 10,000 VMs ≤ 80 MiB | 90.0 MiB | **missed** |",
+		"| API server writes per resync when nothing changed: zero | 1 Node changes and write requests over 4 relists | **missed** |",
+		"| XO requests flat in the number of Nodes | 4 to 4 requests per relist for 100 to 5,000 Nodes | met |",
+		"| 500 | on | 3.20 s | 0 | 1.00 s | 3.00 s | 3.10 s |",
+		"| 500 (1.0 per Node) |",
+		"| 5,000 | 30,000 | 6,000 | ",
+		"| 0.40 | 102.4 KiB | 15,000× |",
+		"| 15,000× |",
+		"| VM migrated → zone label | event stream | 5,000 | 3 | 10 ms | 20 ms | 30 ms | 199 s |",
+		"| AdmissionHandler/vms=1000 | 21.0 µs | 90.0 µs |",
+		"- something failed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, tt := range []struct{ got, want string }{
+		{count(0), "0"}, {count(999), "999"}, {count(1000), "1,000"}, {count(-1234567), "-1,234,567"},
+		{dur(0), "0"}, {dur(500 * time.Nanosecond), "500 ns"}, {dur(1500 * time.Nanosecond), "1.5 µs"},
+		{dur(12 * time.Millisecond), "12 ms"}, {dur(30 * time.Second), "30.00 s"}, {dur(1500 * time.Millisecond), "1.50 s"},
+		{dur(10 * time.Minute), "10m0s"}, {dur(150*time.Second + 300*time.Millisecond), "2m30s"},
+		{period(30 * time.Second), "30 s"}, {period(10 * time.Minute), "10 min"}, {period(61 * time.Second), "61 s"}, {period(1500 * time.Millisecond), "1.50 s"},
+		{num(0.4), "0.40"}, {num(7.66), "7.7"}, {num(1234.4), "1,234"}, {num(math.Inf(1)), "—"},
+		{kib(0), "0"}, {kib(2048), "2.0 KiB"}, {kib(3 << 20), "3.00 MiB"}, {mib(0), "—"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,327 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Results are the figures of one end-to-end benchmark run, as written to JSON by the bench-tagged
+// test and read by the render command.
+type Results struct {
+	// Quick is set for a shortened run (make bench QUICK=1).
+	Quick bool `json:"quick"`
+	// Command reproduces the run.
+	Command  string    `json:"command"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Machine  Machine   `json:"machine"`
+	// Pools, Hosts and VMs describe the simulated XO inventory.
+	Pools int `json:"pools"`
+	Hosts int `json:"hosts"`
+	VMs   int `json:"vms"`
+	// Creators is the number of goroutines creating Nodes at once in a burst.
+	Creators  int        `json:"creators"`
+	Bursts    []Burst    `json:"bursts"`
+	Steady    []Steady   `json:"steady"`
+	Upstream  []Upstream `json:"upstream"`
+	Reactions []Reaction `json:"reactions"`
+	Memory    []Memory   `json:"memory"`
+	Churn     *Churn     `json:"churn,omitempty"`
+	// Notes explain how a figure was obtained.
+	Notes []string `json:"notes,omitempty"`
+	// Errors are checks that failed during the run (a Node never initialized, ...).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel"`
+	GoVersion string `json:"goVersion"`
+	OS        string `json:"os"`
+	Kernel    string `json:"kernel"`
+	// LoadStart and LoadEnd are the 1-, 5- and 15-minute load averages at the start and end.
+	LoadStart [3]float64 `json:"loadStart"`
+	LoadEnd   [3]float64 `json:"loadEnd"`
+}
+
+// Burst is one initialization burst: Nodes created at once, as kubelets with
+// --cloud-provider=external create them.
+type Burst struct {
+	Nodes    int  `json:"nodes"`
+	Webhook  bool `json:"webhook"`
+	Creators int  `json:"creators"`
+	// Total runs from the first CREATE sent to the last Node seen initialized.
+	Total time.Duration `json:"total"`
+	// Latencies are, per Node, the time from its CREATE sent to it seen initialized (the
+	// uninitialized taint gone, providerID and labels set) through a watch.
+	Latencies []time.Duration `json:"-"`
+	P50       time.Duration   `json:"p50"`
+	P99       time.Duration   `json:"p99"`
+	Max       time.Duration   `json:"max"`
+	// CreatesDone runs from the first CREATE sent to the last CREATE answered: how long the
+	// API server took to accept the burst, a floor for Total.
+	CreatesDone time.Duration `json:"createsDone"`
+	// CreateP50 and CreateP99 are the CREATE round trips (admission included).
+	CreateP50 time.Duration `json:"createP50"`
+	CreateP99 time.Duration `json:"createP99"`
+	// LabelledAtCreate counts the Nodes whose CREATE answer already carried the providerID
+	// and labels: the webhook's work.
+	LabelledAtCreate int `json:"labelledAtCreate"`
+	// Initialized counts the Nodes seen initialized before the timeout.
+	Initialized int `json:"initialized"`
+	// XORequests are the requests XO received during the burst, by "METHOD /path".
+	XORequests map[string]int64 `json:"xoRequests"`
+	// APIRequests are the API server's requests during the burst (apiserver_request_total),
+	// by "VERB resource[/subresource]", for nodes and events; the benchmark's own
+	// Node creations are included in "POST nodes".
+	APIRequests map[string]int64 `json:"apiRequests"`
+	// AdmissionMean is the mean time the API server spent calling the webhook per CREATE
+	// (apiserver_admission_webhook_admission_duration_seconds); WebhookServerMean the mean time
+	// the controller's webhook server took per request (controller_runtime_webhook_latency_seconds);
+	// CreateServerMean the API server's mean handling time of a Node CREATE
+	// (apiserver_request_duration_seconds).
+	AdmissionMean     time.Duration `json:"admissionMean"`
+	WebhookServerMean time.Duration `json:"webhookServerMean"`
+	CreateServerMean  time.Duration `json:"createServerMean"`
+	// FailOpen counts webhook calls that failed and were ignored (failurePolicy Ignore).
+	FailOpen int64 `json:"failOpen"`
+	// CPU is the CPU time each process used during the burst.
+	CPU map[string]time.Duration `json:"cpu"`
+	// ControllerPeakRSS is the controller's VmHWM at the end of the burst, in bytes.
+	ControllerPeakRSS int64 `json:"controllerPeakRSS"`
+	// ControllerStartup is the time from starting the controller to /readyz answering OK.
+	ControllerStartup time.Duration `json:"controllerStartup"`
+	Load              float64       `json:"load"`
+}
+
+// Steady is the XO and API server load with Nodes that need nothing, measured over Window with
+// a shortened inventory.resyncPeriod.
+type Steady struct {
+	Nodes        int           `json:"nodes"`
+	Window       time.Duration `json:"window"`
+	ResyncPeriod time.Duration `json:"resyncPeriod"`
+	// Relists is the number of full listings in the window (GET /rest/v0/vms).
+	Relists int64 `json:"relists"`
+	// XORequests are every request XO received in the window, by "METHOD /path".
+	XORequests map[string]int64 `json:"xoRequests"`
+	// ListBytes are the response bytes of the four listings (vms, hosts, pools, servers).
+	ListBytes int64 `json:"listBytes"`
+	// NodeChanges is the number of Node modifications a watch saw in the window.
+	NodeChanges int64 `json:"nodeChanges"`
+	// NodeChangeSamples say what changed, for the first few.
+	NodeChangeSamples []string `json:"nodeChangeSamples,omitempty"`
+	// APIWrites are the API server's write requests on nodes in the window (apiserver_request_total).
+	APIWrites map[string]int64 `json:"apiWrites"`
+	// StartupWrites are the API server's write requests on nodes from the controller's start
+	// until it went quiet (it looks at every Node once).
+	StartupWrites map[string]int64 `json:"startupWrites"`
+}
+
+// TotalXORequests sums the XO requests of the window.
+func (s Steady) TotalXORequests() int64 { return sum(s.XORequests) }
+
+// RequestsPerMinute is the measured rate, at ResyncPeriod.
+func (s Steady) RequestsPerMinute() float64 {
+	if s.Window <= 0 {
+		return 0
+	}
+	return float64(s.TotalXORequests()) / s.Window.Minutes()
+}
+
+// RequestsPerRelist is the number of XO requests one relist costs.
+func (s Steady) RequestsPerRelist() float64 {
+	if s.Relists == 0 {
+		return 0
+	}
+	return float64(s.TotalXORequests()) / float64(s.Relists)
+}
+
+// BytesPerRelist is the response size of one relist.
+func (s Steady) BytesPerRelist() float64 {
+	if s.Relists == 0 {
+		return 0
+	}
+	return float64(s.ListBytes) / float64(s.Relists)
+}
+
+// RequestsPerMinuteAt extrapolates the rate to another resync period: one relist's requests
+// per period (the event stream itself is one long request, not counted per minute).
+func (s Steady) RequestsPerMinuteAt(resync time.Duration) float64 {
+	if resync <= 0 {
+		return 0
+	}
+	return s.RequestsPerRelist() / resync.Minutes()
+}
+
+// Upstream is the XO load of the way the existing cloud controllers work, simulated against the
+// same simulator: every sync, one GET of the VM, its host and its pool for every Node, in both
+// the node-status loop and the label-sync loop (each every 5 minutes in the upstream XO CCM).
+type Upstream struct {
+	Nodes int `json:"nodes"`
+	// Requests and Bytes are those of one Period: both loops over every Node.
+	Requests int64         `json:"requests"`
+	Bytes    int64         `json:"bytes"`
+	Elapsed  time.Duration `json:"elapsed"`
+	Period   time.Duration `json:"period"`
+}
+
+// RequestsPerMinute is the upstream-style load.
+func (u Upstream) RequestsPerMinute() float64 {
+	if u.Period <= 0 {
+		return 0
+	}
+	return float64(u.Requests) / u.Period.Minutes()
+}
+
+// Reaction is the time from a change made in XO to the Node reflecting it.
+type Reaction struct {
+	// Kind is ReactionDeleted, ReactionHalted or ReactionMigrated.
+	Kind string `json:"kind"`
+	// Mode is ModeEvents or ModeRelist.
+	Mode    string          `json:"mode"`
+	Nodes   int             `json:"nodes"`
+	Samples []time.Duration `json:"samples"`
+	// Failed counts the samples that timed out.
+	Failed int `json:"failed"`
+}
+
+// Reaction kinds and modes.
+const (
+	ReactionDeleted  = "VM deleted (Node NotReady) → Node deleted"
+	ReactionHalted   = "VM halted (Node NotReady) → shutdown taint"
+	ReactionMigrated = "VM migrated → zone label"
+	ModeEvents       = "event stream"
+	ModeRelist       = "relist only"
+)
+
+// Memory is the controller's resident memory at rest with Nodes and VMs.
+type Memory struct {
+	Nodes int `json:"nodes"`
+	VMs   int `json:"vms"`
+	// RSS is VmRSS once the controller has looked at every Node and gone quiet: the median of
+	// Readings, with RSSMax the highest of them.
+	RSS      int64 `json:"rss"`
+	RSSMax   int64 `json:"rssMax"`
+	Readings int   `json:"readings"`
+	// RSSRelisting is the highest reading while the controller relists every 30 s (the
+	// steady-state run): the inventory's relist briefly holds two copies of it.
+	RSSRelisting int64 `json:"rssRelisting"`
+	// HWM is VmHWM (the process's peak, start-up included) at the last reading.
+	HWM        int64 `json:"hwm"`
+	HeapInuse  int64 `json:"heapInuse"`
+	Goroutines int   `json:"goroutines"`
+}
+
+// MedianMemory combines readings: the median resident set and heap, the highest resident set,
+// and the last peak and goroutine count. ms must not be empty.
+func MedianMemory(ms []Memory) Memory {
+	rss := make([]int64, len(ms))
+	heap := make([]int64, len(ms))
+	out := ms[len(ms)-1]
+	out.RSSMax = 0
+	for i, m := range ms {
+		rss[i], heap[i] = m.RSS, m.HeapInuse
+		out.RSSMax = max(out.RSSMax, m.RSS)
+	}
+	slices.Sort(rss)
+	slices.Sort(heap)
+	out.RSS, out.HeapInuse, out.Readings = rss[len(rss)/2], heap[len(heap)/2], len(ms)
+	return out
+}
+
+// Churn is a run where VMs are created (with their Nodes), migrated and deleted continuously.
+type Churn struct {
+	Duration time.Duration `json:"duration"`
+	Nodes    int           `json:"nodes"`
+	VMs      int           `json:"vms"`
+	Created  int           `json:"created"`
+	Migrated int           `json:"migrated"`
+	Deleted  int           `json:"deleted"`
+	// InitP50 and InitP99 are the initialization times of the Nodes created during the run;
+	// DeleteP50 and DeleteP99 the times from VM removal to Node deletion.
+	InitP50   time.Duration `json:"initP50"`
+	InitP99   time.Duration `json:"initP99"`
+	DeleteP50 time.Duration `json:"deleteP50"`
+	DeleteP99 time.Duration `json:"deleteP99"`
+	// Samples are taken every Interval, the first after Warmup.
+	Samples  []MemSample   `json:"samples"`
+	Interval time.Duration `json:"interval"`
+	Warmup   time.Duration `json:"warmup"`
+	// Unsettled lists Nodes not in their expected state at the end.
+	Unsettled []string `json:"unsettled,omitempty"`
+}
+
+// MemSample is one reading of the controller's memory.
+type MemSample struct {
+	At         time.Duration `json:"at"`
+	RSS        int64         `json:"rss"`
+	HeapInuse  int64         `json:"heapInuse"`
+	Goroutines int           `json:"goroutines"`
+}
+
+// RSSGrowth returns the RSS of the last sample minus the first, and the slope of a least-squares
+// line through the second half of the samples (after warm-up), in bytes per minute.
+func (c Churn) RSSGrowth() (delta int64, perMinute float64) {
+	if len(c.Samples) < 2 {
+		return 0, 0
+	}
+	delta = c.Samples[len(c.Samples)-1].RSS - c.Samples[0].RSS
+	half := c.Samples[len(c.Samples)/2:]
+	if len(half) < 2 {
+		return delta, 0
+	}
+	var sx, sy, sxx, sxy float64
+	for _, s := range half {
+		x, y := s.At.Minutes(), float64(s.RSS)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(half))
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return delta, 0
+	}
+	return delta, (n*sxy - sx*sy) / den
+}
+
+// Bounded reports whether memory stayed bounded over the run: the highest resident set of its
+// second half is within 10% (plus 8 MiB of slack for the garbage collector's timing) of the
+// highest of its first half, and the goroutines did not grow by more than 20. Too few samples
+// count as bounded.
+func (c Churn) Bounded() bool {
+	if len(c.Samples) < 4 {
+		return true
+	}
+	mid := len(c.Samples) / 2
+	peak := func(s []MemSample) int64 {
+		var m int64
+		for _, x := range s {
+			m = max(m, x.RSS)
+		}
+		return m
+	}
+	first, second := peak(c.Samples[:mid]), peak(c.Samples[mid:])
+	g0, g1 := c.Samples[0].Goroutines, c.Samples[len(c.Samples)-1].Goroutines
+	return float64(second) <= 1.1*float64(first)+8<<20 && g1 <= g0+20
+}
+
+// Percentile returns the p-th percentile (0 < p ≤ 1, nearest rank) of d, 0 for none. d is not
+// modified.
+func Percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 || p <= 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func sum(m map[string]int64) int64 {
+	var t int64
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
