@@ -14,11 +14,9 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -65,7 +63,7 @@ func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, st
 var _ events.EventRecorder = discardRecorder{}
 
 // admissionRequest is the AdmissionReview request the API server sends for a kubelet's Node.
-func admissionRequest(b *testing.B, name, systemUUID string) admission.Request {
+func admissionRequest(b testing.TB, name, systemUUID string) admission.Request {
 	b.Helper()
 	n := testenv.KubeletNode(name, testenv.WithSystemUUID(systemUUID), testenv.WithNodeIP("192.0.2.10"))
 	n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
@@ -88,7 +86,7 @@ func newHandler(inv *inventory.Inventory) *admission.Webhook {
 		Inventory: inv, Recorder: discardRecorder{},
 		Labels: node.LabelOptions{TagLabelPrefixes: []string{"tag.k8s.xenorchestra/"}},
 	}
-	return admission.WithDefaulter(scheme.Scheme, admission.Defaulter[*corev1.Node](d))
+	return d.Webhook()
 }
 
 // percentiles reports p50 and p99 of the recorded durations as benchmark metrics.

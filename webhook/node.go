@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -47,15 +46,15 @@ var _ admission.Defaulter[*corev1.Node] = &NodeDefaulter{}
 
 // SetupWithManager registers the webhook at Path on the manager's webhook server.
 func (d *NodeDefaulter) SetupWithManager(mgr ctrl.Manager) error {
-	return d.Register(mgr.GetScheme(), mgr.GetWebhookServer())
+	return d.Register(mgr.GetWebhookServer())
 }
 
 // Register serves the webhook at Path on srv.
-func (d *NodeDefaulter) Register(scheme *runtime.Scheme, srv ctrlwebhook.Server) error {
+func (d *NodeDefaulter) Register(srv ctrlwebhook.Server) error {
 	if srv == nil {
 		return errors.New("no webhook server")
 	}
-	srv.Register(Path, admission.WithDefaulter(scheme, admission.Defaulter[*corev1.Node](d)))
+	srv.Register(Path, d.Webhook())
 	return nil
 }
 

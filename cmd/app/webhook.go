@@ -30,7 +30,7 @@ const certPollInterval = 5 * time.Second
 // and the cloud-node controller initializes them. Readiness reports the webhook as pending, not
 // failed, until the certificate exists.
 func startWebhook(ctx context.Context, mgr ctrl.Manager, srv ctrlwebhook.Server, d *webhook.NodeDefaulter, certDir string) error {
-	if err := d.Register(mgr.GetScheme(), srv); err != nil {
+	if err := d.Register(srv); err != nil {
 		return fmt.Errorf("set up webhook: %w", err)
 	}
 	var added atomic.Bool
