@@ -239,15 +239,6 @@ func (c *Client) GetVM(ctx context.Context, id string) (*VM, error) {
 	return vm, nil
 }
 
-// GetHost reads one host.
-func (c *Client) GetHost(ctx context.Context, id string) (*Host, error) {
-	h := new(Host)
-	if err := c.get(ctx, "get host", "/hosts/"+url.PathEscape(id), h); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
 // GetPool reads one pool.
 func (c *Client) GetPool(ctx context.Context, id string) (*Pool, error) {
 	p := new(Pool)

@@ -74,20 +74,8 @@ func (s *Snapshot) Complete() bool {
 // Synced reports whether the snapshot comes from at least one successful listing.
 func (s *Snapshot) Synced() bool { return !s.listedAt.IsZero() }
 
-// ListedAt is when the last successful listing behind this snapshot finished.
-func (s *Snapshot) ListedAt() time.Time { return s.listedAt }
-
 // Len returns the number of VMs.
 func (s *Snapshot) Len() int { return len(s.vms) }
-
-// RangeVMs calls fn for every VM until it returns false.
-func (s *Snapshot) RangeVMs(fn func(*xo.VM) bool) {
-	for _, vm := range s.vms {
-		if !fn(vm) {
-			return
-		}
-	}
-}
 
 // vmAddresses returns a VM's distinct, canonical IP addresses.
 func vmAddresses(vm *xo.VM) []string {
