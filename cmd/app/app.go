@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime"
 
@@ -121,7 +120,7 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	}
 
 	labels := node.LabelOptions{TagLabelPrefixes: cfg.Labels.TagLabelPrefixes, TagTaintPrefixes: cfg.Labels.TagTaintPrefixes}
-	addresses := node.AddressOptions{InternalCIDRs: ipNets(cfg.Addresses.InternalCIDRs), ExternalCIDRs: ipNets(cfg.Addresses.ExternalCIDRs)}
+	addresses := node.AddressOptions{InternalCIDRs: cfg.Addresses.InternalPrefixes(), ExternalCIDRs: cfg.Addresses.ExternalPrefixes()}
 	recorder := mgr.GetEventRecorder("xenorchestra-cloud-controller-manager")
 
 	if o.Webhook {
@@ -162,15 +161,4 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	log.Info("Starting", "version", version, "controllers", enabled, "webhook", o.Webhook, "xo", cfg.URL)
 	return mgr.Start(ctx)
-}
-
-// ipNets converts validated CIDRs.
-func ipNets(cidrs []string) []*net.IPNet {
-	out := make([]*net.IPNet, 0, len(cidrs))
-	for _, c := range cidrs {
-		if _, n, err := net.ParseCIDR(c); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
 }

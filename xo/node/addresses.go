@@ -1,7 +1,6 @@
 package node
 
 import (
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -15,10 +14,10 @@ import (
 type AddressOptions struct {
 	// InternalCIDRs, when not empty, restricts the InternalIPs taken from the VM's guest
 	// addresses to these networks. It does not filter the kubelet's provided node IPs.
-	InternalCIDRs []*net.IPNet
+	InternalCIDRs []netip.Prefix
 	// ExternalCIDRs lists the networks whose guest addresses become ExternalIP. Empty (the
 	// default): no ExternalIP. An address in both lists is external.
-	ExternalCIDRs []*net.IPNet
+	ExternalCIDRs []netip.Prefix
 }
 
 // Addresses returns the addresses a Node should carry in status.addresses:
@@ -148,13 +147,10 @@ func allDigits(s string) bool {
 }
 
 // inCIDRs reports whether a is inside one of the networks.
-func inCIDRs(a netip.Addr, nets []*net.IPNet) bool {
-	if len(nets) == 0 {
-		return false
-	}
-	ip := net.IP(a.AsSlice())
+func inCIDRs(a netip.Addr, nets []netip.Prefix) bool {
+	a = a.Unmap()
 	for _, n := range nets {
-		if n != nil && n.Contains(ip) {
+		if n.Contains(a) {
 			return true
 		}
 	}

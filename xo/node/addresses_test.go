@@ -1,7 +1,7 @@
 package node
 
 import (
-	"net"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -10,11 +10,11 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 )
 
-func cidrs(t *testing.T, ss ...string) []*net.IPNet {
+func cidrs(t *testing.T, ss ...string) []netip.Prefix {
 	t.Helper()
-	var out []*net.IPNet
+	var out []netip.Prefix
 	for _, s := range ss {
-		_, n, err := net.ParseCIDR(s)
+		n, err := netip.ParsePrefix(s)
 		if err != nil {
 			t.Fatal(err)
 		}
