@@ -109,17 +109,20 @@ func BenchmarkAdmissionHandler(b *testing.B) {
 			}
 			ctx := context.Background()
 			durations := make([]time.Duration, 0, b.N)
+			patchBytes := 0
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
 				resp := h.Handle(ctx, reqs[i%len(reqs)])
 				durations = append(durations, time.Since(start))
-				if !resp.Allowed || len(resp.Patches) == 0 {
+				if !resp.Allowed || len(resp.Patch) == 0 {
 					b.Fatalf("not mutated: %+v", resp.Result)
 				}
+				patchBytes = len(resp.Patch)
 			}
 			percentiles(b, durations)
+			b.ReportMetric(float64(patchBytes), "patch-B")
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,22 @@ func FuzzAdmissionHandler(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		var review admissionv1.AdmissionReview
 		if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &review) == nil && review.Response != nil && len(review.Response.Patch) > 0 {
+			// The patch applies to the object sent, and gives a Node.
+			var sent admissionv1.AdmissionReview
+			if err := json.Unmarshal(body, &sent); err != nil || sent.Request == nil {
+				t.Fatalf("patched an undecodable review: %v", err)
+			}
+			patch, err := jsonpatch.DecodePatch(review.Response.Patch)
+			if err != nil {
+				t.Fatalf("patch %s: %v", review.Response.Patch, err)
+			}
+			patched, err := patch.Apply(sent.Request.Object.Raw)
+			if err != nil {
+				t.Fatalf("patch %s does not apply to %s: %v", review.Response.Patch, sent.Request.Object.Raw, err)
+			}
+			if err := json.Unmarshal(patched, &corev1.Node{}); err != nil {
+				t.Fatalf("patched object is not a Node: %v\n%s", err, patched)
+			}
 			var ops []struct {
 				Path  string          `json:"path"`
 				Value json.RawMessage `json:"value"`

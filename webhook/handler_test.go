@@ -68,17 +68,13 @@ func apply(t *testing.T, raw []byte, resp admission.Response) *corev1.Node {
 		t.Fatalf("denied: %+v", resp.Result)
 	}
 	out := raw
-	if len(resp.Patches) > 0 {
-		p, err := json.Marshal(resp.Patches)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch, err := jsonpatch.DecodePatch(p)
+	if len(resp.Patch) > 0 {
+		patch, err := jsonpatch.DecodePatch(resp.Patch)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if out, err = patch.Apply(raw); err != nil {
-			t.Fatal(fmt.Errorf("apply %s: %w", p, err))
+			t.Fatal(fmt.Errorf("apply %s: %w", resp.Patch, err))
 		}
 	}
 	var n corev1.Node

@@ -62,7 +62,7 @@ func (d *NodeDefaulter) Register(srv ctrlwebhook.Server) error {
 // would deny the Node, and registration must never depend on XO.
 func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	start := time.Now()
-	log := logr.FromContextOrDiscard(ctx).WithValues("node", n.Name)
+	log := logr.FromContextOrDiscard(ctx)
 	snap := d.Inventory.Snapshot()
 	res := node.Resolve(snap, n)
 	var vm *xo.VM
@@ -76,7 +76,7 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 		vm = d.lookup(ctx, n, log)
 	}
 	if vm == nil {
-		log.V(1).Info("Node admitted unchanged", "outcome", res.Outcome.String(), "reason", res.String())
+		log.V(1).Info("Node admitted unchanged", "node", n.Name, "outcome", res.Outcome.String(), "reason", res.String())
 		d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonVMNotResolved, ActionAdmit, "admitted unchanged, the controller retries: %s", res.String())
 		observe(res, "unchanged", start)
 		return nil
@@ -96,7 +96,9 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	for _, r := range desired.Rejected {
 		d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonLabelRejected, ActionAdmit, "%s", r.String())
 	}
-	log.V(1).Info("Node described at creation", "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String())
+	if log := log.V(1); log.Enabled() {
+		log.Info("Node described at creation", "node", n.Name, "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String())
+	}
 	observe(res, "mutated", start)
 	return nil
 }
@@ -124,7 +126,7 @@ func (d *NodeDefaulter) lookup(ctx context.Context, n *corev1.Node, log logr.Log
 		}
 		if !xo.IsNotFound(err) {
 			lookupsTotal.WithLabelValues("error").Inc()
-			log.V(1).Info("XO lookup failed", "vm", id, "error", err.Error())
+			log.V(1).Info("XO lookup failed", "node", n.Name, "vm", id, "error", err.Error())
 			return nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,7 +79,7 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	restConfig.UserAgent = "xenorchestra-cloud-controller-manager/" + version
 	mgrOpts := ctrl.Options{
 		Scheme:                        clientgoscheme.Scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress, ExtraHandlers: profilingHandlers(o.Profiling)},
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              LeaseName,
@@ -161,4 +162,18 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	log.Info("Starting", "version", version, "controllers", enabled, "webhook", o.Webhook, "xo", cfg.URL)
 	return mgr.Start(ctx)
+}
+
+// profilingHandlers returns Go's pprof handlers when profiling is on.
+func profilingHandlers(on bool) map[string]http.Handler {
+	if !on {
+		return nil
+	}
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
 }

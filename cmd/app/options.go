@@ -42,8 +42,10 @@ type Options struct {
 	WebhookLookupTimeout   time.Duration
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	LeaderElect            bool
-	LeaderElectNamespace   string
+	// Profiling serves Go's pprof handlers under /debug/pprof/ on the metrics address.
+	Profiling            bool
+	LeaderElect          bool
+	LeaderElectNamespace string
 	// LeaderElectLeaseDuration, LeaderElectRenewDeadline and LeaderElectRetryPeriod are the
 	// Lease timings: a crashed leader is replaced within about LeaseDuration + RetryPeriod.
 	LeaderElectLeaseDuration time.Duration
@@ -88,6 +90,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Folder holding the webhook's tls.crt and tls.key; a rotated certificate is picked up without a restart.")
 	fs.DurationVar(&o.WebhookLookupTimeout, "webhook-lookup-timeout", o.WebhookLookupTimeout, "Bound of the one XO read the webhook makes for a VM missing from the inventory; keep it well under the webhook's timeoutSeconds.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address (unauthenticated: keep it off unless investigating).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only on the replica holding the Lease "+LeaseName+". The webhook serves on every replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader-election Lease; empty: the pod's namespace.")

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -54,6 +55,9 @@ var (
 	// "GOMEMLIMIT=64MiB"); the report notes them.
 	flagCtrlArgs = flag.String("bench.controller-args", "", "Extra flags of the controller, space-separated.")
 	flagCtrlEnv  = flag.String("bench.controller-env", "", "Extra environment variables of the controller, space-separated NAME=value.")
+	// flagProfiles runs the controller with --profiling and saves its heap profile at the end of
+	// each memory reading, for `go tool pprof`.
+	flagProfiles = flag.String("bench.profile-dir", "", "Save the controller's heap profile of each memory reading in this folder.")
 )
 
 const (
@@ -468,6 +472,11 @@ func (h *harness) memory(n int) {
 	if len(mems) == 0 {
 		h.fail("memory %d: no reading", n)
 		return
+	}
+	if *flagProfiles != "" {
+		if err := c.saveHeapProfile(filepath.Join(*flagProfiles, fmt.Sprintf("heap-%d.pb.gz", n))); err != nil {
+			h.fail("memory %d: %v", n, err)
+		}
 	}
 	m := bench.MedianMemory(mems)
 	m.Nodes, m.VMs = n, len(h.xo.vms)

@@ -172,6 +172,8 @@ type controller struct {
 	cmd     *exec.Cmd
 	log     string
 	metrics string
+	// debug is the base URL of the pprof handlers (served with --profiling).
+	debug   string
 	done    chan error
 	started time.Time
 	ready   time.Duration
@@ -222,6 +224,9 @@ func (h *harness) startController(ctx context.Context, o controllerOpts) (*contr
 		fmt.Sprintf("--webhook-port=%d", wo.LocalServingPort),
 		"--webhook-cert-dir=" + wo.LocalServingCertDir,
 	}
+	if *flagProfiles != "" {
+		args = append(args, "--profiling")
+	}
 	args = append(args, strings.Fields(*flagCtrlArgs)...)
 	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {
@@ -231,7 +236,7 @@ func (h *harness) startController(ctx context.Context, o controllerOpts) (*contr
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+h.kubeconfig)
 	cmd.Env = append(cmd.Env, strings.Fields(*flagCtrlEnv)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	c := &controller{cmd: cmd, log: logFile.Name(), metrics: "http://" + metrics + "/metrics", done: make(chan error, 1), started: time.Now()}
+	c := &controller{cmd: cmd, log: logFile.Name(), metrics: "http://" + metrics + "/metrics", debug: "http://" + metrics + "/debug/pprof/", done: make(chan error, 1), started: time.Now()}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", h.binary, err)
@@ -280,6 +285,27 @@ func (c *controller) stop() {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
+}
+
+// saveHeapProfile writes the controller's heap profile (it runs with --profiling) to path.
+func (c *controller) saveHeapProfile(path string) error {
+	resp, err := http.Get(c.debug + "heap?gc=1") //nolint:gosec // loopback
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // scrape reads the controller's metrics.

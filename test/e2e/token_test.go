@@ -63,11 +63,15 @@ inventory:
 `, x.URL, token, caFile))
 
 	wo := env.WebhookInstallOptions
+	// --profiling, so that the pprof handlers are scanned too.
 	p := startCCM(t, "token-inline", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true,
-		webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir})
+		webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir, extra: []string{"--profiling"}})
 	p.waitReady(t, 30*time.Second)
 	exposed := &bytes.Buffer{}
 	scrape(t, p, exposed)
+	if want := "/debug/pprof/goroutine?debug=2: 200"; !strings.Contains(exposed.String(), want) {
+		t.Fatalf("profiling is on but no %q among the scraped answers", want)
+	}
 
 	create := func(n *corev1.Node) {
 		t.Helper()
@@ -382,7 +386,7 @@ func scrape(t *testing.T, p *ccmProcess, w *bytes.Buffer) {
 		w.WriteString("\n")
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
-	debug := []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2", "/debug/vars", "/debug/flags/v"}
+	debug := []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2", "/debug/pprof/heap?debug=1", "/debug/vars", "/debug/flags/v"}
 	for _, path := range append([]string{"/metrics"}, debug...) {
 		get("http://"+p.metrics+path, plain)
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -93,19 +94,18 @@ func removable(key string) bool {
 // set is nil when nothing is to be set; remove, newOwned (the keys owned after the patch) and
 // conflicts are sorted.
 func LabelChanges(current map[string]string, owned []string, desired map[string]string) (set map[string]string, remove []string, newOwned []string, conflicts []string) {
-	isOwned := make(map[string]bool, len(owned))
-	for _, k := range owned {
-		isOwned[k] = true
+	if !slices.IsSorted(owned) {
+		owned = slices.Sorted(slices.Values(owned))
 	}
-	keys := make([]string, 0, len(desired))
-	for k := range desired {
-		keys = append(keys, k)
+	isOwned := func(k string) bool {
+		_, ok := slices.BinarySearch(owned, k)
+		return ok
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	newOwned = make([]string, 0, len(desired))
+	for _, k := range slices.Sorted(maps.Keys(desired)) {
 		v := desired[k]
 		cur, has := current[k]
-		mayOverwrite := isOwned[k] || isAuthorityLabel(k)
+		mayOverwrite := isOwned(k) || isAuthorityLabel(k)
 		switch {
 		case !has:
 		case cur == v:
@@ -118,7 +118,7 @@ func LabelChanges(current map[string]string, owned []string, desired map[string]
 			continue
 		}
 		if set == nil {
-			set = make(map[string]string)
+			set = make(map[string]string, len(desired))
 		}
 		set[k] = v
 		newOwned = append(newOwned, k)
