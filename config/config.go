@@ -29,9 +29,11 @@ const (
 // Defaults of the optional settings.
 const (
 	DefaultRequestTimeout = 10 * time.Second
-	DefaultResyncPeriod   = 10 * time.Minute
-	DefaultPollPeriod     = 30 * time.Second
-	DefaultStaleAfter     = 3 * time.Minute
+	// DefaultListTimeout bounds a whole listing.
+	DefaultListTimeout  = 2 * time.Minute
+	DefaultResyncPeriod = 10 * time.Minute
+	DefaultPollPeriod   = 30 * time.Second
+	DefaultStaleAfter   = 3 * time.Minute
 	// DefaultTagPrefix is the label-key prefix (and taint-key prefix) allowed from XO tags.
 	DefaultTagPrefix = "tag.k8s.xenorchestra/"
 )
@@ -61,6 +63,8 @@ type Config struct {
 	CABundle string `json:"caBundle,omitempty"`
 	// RequestTimeout bounds each XO request. 1s to 5m, default 10s.
 	RequestTimeout time.Duration `json:"requestTimeout"`
+	// ListTimeout bounds a whole streamed listing (all VMs, ...). 10s to 30m, default 2m.
+	ListTimeout time.Duration `json:"listTimeout"`
 	// Inventory tunes how the in-memory XO inventory is kept current.
 	Inventory Inventory `json:"inventory"`
 	// Labels says which label and taint keys XO tags may set.
@@ -114,6 +118,7 @@ type Lifecycle struct {
 func Default() *Config {
 	return &Config{
 		RequestTimeout: DefaultRequestTimeout,
+		ListTimeout:    DefaultListTimeout,
 		Inventory: Inventory{
 			ResyncPeriod: DefaultResyncPeriod,
 			PollPeriod:   DefaultPollPeriod,
@@ -127,14 +132,16 @@ func Default() *Config {
 	}
 }
 
-// MarshalJSON writes RequestTimeout as a duration string; the token is redacted by Secret.
+// MarshalJSON writes RequestTimeout and ListTimeout as duration strings; the token is redacted
+// by Secret.
 func (c Config) MarshalJSON() ([]byte, error) {
-	// plain has Config's fields but not this method; the outer field shadows its namesake.
+	// plain has Config's fields but not this method; the outer fields shadow their namesakes.
 	type plain Config
 	return json.Marshal(struct {
 		plain
 		RequestTimeout string `json:"requestTimeout"`
-	}{plain(c), c.RequestTimeout.String()})
+		ListTimeout    string `json:"listTimeout"`
+	}{plain(c), c.RequestTimeout.String(), c.ListTimeout.String()})
 }
 
 // MarshalJSON writes the periods as duration strings.

@@ -255,7 +255,7 @@ func scanSecrets(data []byte) []string {
 // Known keys, in the order they are decoded and reported.
 var (
 	topKeys = []string{"url", "insecure", "token", "tokenFile", "caFile", "caBundle", "requestTimeout",
-		"inventory", "labels", "addresses", "lifecycle", "username", "password"}
+		"listTimeout", "inventory", "labels", "addresses", "lifecycle", "username", "password"}
 	inventoryKeys = []string{"resyncPeriod", "pollPeriod", "staleAfter"}
 	labelsKeys    = []string{"tagLabelPrefixes", "tagTaintPrefixes"}
 	addressesKeys = []string{"internalCIDRs", "externalCIDRs"}
@@ -295,6 +295,7 @@ func decode(doc map[string]any, c *Config, p *problems) fileKeys {
 		c.CABundle = v
 	}
 	d.duration(top, "requestTimeout", &c.RequestTimeout)
+	d.duration(top, "listTimeout", &c.ListTimeout)
 	for _, k := range []string{"username", "password"} {
 		if v, ok := top.get(k); ok && v != "" {
 			p.add(k, "%s", userPasswordMessage)

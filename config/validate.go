@@ -18,6 +18,8 @@ import (
 const (
 	minRequestTimeout = time.Second
 	maxRequestTimeout = 5 * time.Minute
+	minListTimeout    = 10 * time.Second
+	maxListTimeout    = 30 * time.Minute
 	// A relist of a large XO is not free: the stream keeps the inventory current between.
 	minResyncPeriod = 30 * time.Second
 	maxResyncPeriod = 24 * time.Hour
@@ -70,6 +72,7 @@ func (c *Config) validate(p *problems, readFile func(string) ([]byte, error)) {
 	}
 
 	checkRange(check, "requestTimeout", c.RequestTimeout, minRequestTimeout, maxRequestTimeout)
+	checkRange(check, "listTimeout", c.ListTimeout, minListTimeout, maxListTimeout)
 	inv := c.Inventory
 	checkRange(check, "inventory.resyncPeriod", inv.ResyncPeriod, minResyncPeriod, maxResyncPeriod)
 	checkRange(check, "inventory.pollPeriod", inv.PollPeriod, minPollPeriod, maxPollPeriod)

@@ -310,10 +310,44 @@ func list[T any](ctx context.Context, c *Client, collection string, fields []str
 	return err
 }
 
+// maxListing bounds the bytes of one listing: a hundred times the listing of 10,000 VMs.
+const maxListing = 1 << 30
+
+// boundedReader fails once more than total bytes, or a line longer than line bytes, went
+// through: a hostile or broken XO cannot make a listing grow memory without bound.
+type boundedReader struct {
+	r                 io.Reader
+	line, total       int
+	inLine, readSoFar int
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.readSoFar += n
+	if b.readSoFar > b.total {
+		return 0, fmt.Errorf("listing larger than %d MiB", b.total>>20)
+	}
+	for rest := p[:n]; ; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			b.inLine += len(rest)
+		} else {
+			b.inLine += i
+		}
+		if b.inLine > b.line {
+			return 0, fmt.Errorf("object larger than %d MiB", b.line>>20)
+		}
+		if i < 0 {
+			return n, err
+		}
+		b.inLine, rest = 0, rest[i+1:]
+	}
+}
+
 // decodeNDJSON decodes one JSON value per line from r. It returns the number of distinct objects
 // passed to fn. A body cut mid-value is an error; the caller must then discard what it got.
 func decodeNDJSON[T any](r io.Reader, id func(*T) string, fn func(*T)) (int, error) {
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(&boundedReader{r: r, line: maxEventLine, total: maxListing})
 	seen := make(map[string]struct{}, 1024)
 	for {
 		v := new(T)

@@ -42,6 +42,37 @@ func TestDecodeNDJSONTruncated(t *testing.T) {
 	}
 }
 
+// TestBoundedReader checks the bounds of a listing: a line longer than the limit (whether it
+// arrives in one read or across many) and a body longer than the total both fail.
+func TestBoundedReader(t *testing.T) {
+	read := func(body string, chunk int, line, total int) error {
+		r := &boundedReader{r: chunked(strings.NewReader(body), chunk), line: line, total: total}
+		_, err := io.ReadAll(r)
+		return err
+	}
+	ok := "12345\n1234\n\n123"
+	for _, chunk := range []int{1, 3, 100} {
+		if err := read(ok, chunk, 5, 100); err != nil {
+			t.Errorf("chunk %d: lines within the limit refused: %v", chunk, err)
+		}
+		if err := read("1234\n123456\n", chunk, 5, 100); err == nil || !strings.Contains(err.Error(), "object larger") {
+			t.Errorf("chunk %d: a 6-byte line passed a 5-byte limit: %v", chunk, err)
+		}
+		if err := read(ok, chunk, 5, 10); err == nil || !strings.Contains(err.Error(), "listing larger") {
+			t.Errorf("chunk %d: 16 bytes passed a 10-byte total: %v", chunk, err)
+		}
+	}
+}
+
+// chunked returns r read at most chunk bytes at a time.
+func chunked(r io.Reader, chunk int) io.Reader {
+	return readerFunc(func(p []byte) (int, error) { return r.Read(p[:min(len(p), chunk)]) })
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
 func TestStatusError(t *testing.T) {
 	cases := []struct {
 		status int

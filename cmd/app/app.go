@@ -64,11 +64,12 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 		return err
 	}
 	xoClient, err := xo.New(xo.Options{
-		URL:       cfg.URL,
-		Token:     cfg.Token.Reveal(),
-		TLSConfig: tlsConfig,
-		Timeout:   cfg.RequestTimeout,
-		UserAgent: "xenorchestra-cloud-controller-manager/" + version,
+		URL:         cfg.URL,
+		Token:       cfg.Token.Reveal(),
+		TLSConfig:   tlsConfig,
+		Timeout:     cfg.RequestTimeout,
+		ListTimeout: cfg.ListTimeout,
+		UserAgent:   "xenorchestra-cloud-controller-manager/" + version,
 	})
 	if err != nil {
 		return err

@@ -1,33 +1,85 @@
 package app
 
 import (
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
+// readAnnotations are the only annotations the controllers read; trimNode drops the others.
+var readAnnotations = []string{
+	node.AnnotationManagedLabels, node.AnnotationManagedTaints, node.AnnotationProvidedNodeIP, lifecycle.AnnotationOutOfService,
+}
+
 // trimNode keeps in the Node cache only what the controllers read: metadata (less managed
-// fields), spec, the addresses, the Ready condition and the system uuid. Capacity, images,
-// volumes, node info and the other conditions (most of a Node's size) are dropped, so that
-// memory stays small with thousands of Nodes.
+// fields and the annotations not in readAnnotations), spec, the addresses, the Ready condition
+// and the system uuid. Capacity, images, volumes, node info and the other conditions (most of a
+// Node's size) are dropped, and the strings many Nodes share (label keys and values, the
+// managed-labels list, condition reasons) are interned, so that memory stays small with
+// thousands of Nodes.
 //
-// Patches are computed between two copies of the cached object (client.MergeFrom), so a field
-// absent from both is never written: trimming cannot erase anything on the API server.
+// Patches are computed between two copies of the cached object (client.MergeFrom, a JSON
+// merge patch that replaces no list trimNode shortens), so a field absent from both is never
+// written: trimming cannot erase anything on the API server.
 func trimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
 	n.ManagedFields = nil
+	n.Labels = internMap(n.Labels, nil)
+	n.Annotations = internMap(n.Annotations, readAnnotations)
+	for i := range n.Spec.Taints {
+		t := &n.Spec.Taints[i]
+		t.Key, t.Value, t.Effect = intern(t.Key), intern(t.Value), corev1.TaintEffect(intern(string(t.Effect)))
+	}
 	var ready []corev1.NodeCondition
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			c.Message = ""
+			c.Type, c.Status, c.Reason, c.Message = corev1.NodeReady, corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason), ""
 			ready = append(ready, c)
 		}
 	}
+	addresses := n.Status.Addresses
+	for i := range addresses {
+		addresses[i].Type = corev1.NodeAddressType(intern(string(addresses[i].Type)))
+	}
 	n.Status = corev1.NodeStatus{
-		Addresses:  n.Status.Addresses,
+		Addresses:  addresses,
 		Conditions: ready,
 		NodeInfo:   corev1.NodeSystemInfo{SystemUUID: n.Status.NodeInfo.SystemUUID},
 	}
 	return n, nil
 }
+
+// internMap returns m with its keys and values interned, keeping only the keys in only when
+// only is not nil; nil when nothing is kept.
+func internMap(m map[string]string, only []string) map[string]string {
+	var out map[string]string
+	for _, k := range only {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(only))
+			}
+			out[k] = intern(v) // k is a constant: already shared
+		}
+	}
+	if only != nil {
+		return out
+	}
+	if m == nil {
+		return nil
+	}
+	out = make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = intern(v)
+	}
+	return out
+}
+
+// intern returns the canonical copy of s, shared by every Node that has the same string; it is
+// freed once no Node uses it.
+func intern(s string) string { return unique.Make(s).Value() }

@@ -6,11 +6,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 func TestTrimNodeKeepsWhatControllersRead(t *testing.T) {
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d", node.AnnotationManagedLabels: "a"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec: corev1.NodeSpec{ProviderID: "xenorchestra://p/v", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
@@ -26,12 +28,12 @@ func TestTrimNodeKeepsWhatControllersRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.Node)
-	if got.Labels["a"] != "b" || got.Annotations["c"] != "d" || got.Spec.ProviderID == "" || len(got.Spec.Taints) != 1 ||
+	if got.Labels["a"] != "b" || got.Annotations[node.AnnotationManagedLabels] != "a" || got.Spec.ProviderID == "" || len(got.Spec.Taints) != 1 ||
 		len(got.Status.Addresses) != 1 || got.Status.NodeInfo.SystemUUID != "u" ||
 		len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Status != corev1.ConditionTrue {
 		t.Fatalf("trimmed what the controllers read: %+v", got)
 	}
-	if got.ManagedFields != nil || got.Status.Capacity != nil || got.Status.Images != nil || got.Status.NodeInfo.KernelVersion != "" {
+	if got.ManagedFields != nil || len(got.Annotations) != 1 || got.Status.Capacity != nil || got.Status.Images != nil || got.Status.NodeInfo.KernelVersion != "" {
 		t.Fatalf("kept what no controller reads: %+v", got.Status)
 	}
 }

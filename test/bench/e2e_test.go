@@ -348,7 +348,8 @@ wait:
 			b.WebhookServerMean = seconds(m)
 		}
 	}
-	if _, hwm, err := bench.ProcMemory(c.pid()); err == nil {
+	if pm, err := bench.ProcMemory(c.pid()); err == nil {
+		hwm := pm.HWM
 		b.ControllerPeakRSS = hwm
 	}
 	h.res.Bursts = append(h.res.Bursts, b)
@@ -403,8 +404,8 @@ func (h *harness) steady(n int) {
 	var rssMax int64
 	end := time.Now().Add(window)
 	for time.Now().Before(end) {
-		if rss, _, err := bench.ProcMemory(c.pid()); err == nil {
-			rssMax = max(rssMax, rss)
+		if pm, err := bench.ProcMemory(c.pid()); err == nil {
+			rssMax = max(rssMax, pm.RSS)
 		}
 		select {
 		case <-time.After(min(time.Second, time.Until(end))):

@@ -345,11 +345,11 @@ func (c *controller) settle(ctx context.Context, timeout time.Duration) (time.Du
 // memory reads the controller's resident set and Go figures.
 func (c *controller) memory() (bench.Memory, error) {
 	var m bench.Memory
-	rss, hwm, err := bench.ProcMemory(c.pid())
+	pm, err := bench.ProcMemory(c.pid())
 	if err != nil {
 		return m, err
 	}
-	m.RSS, m.HWM = rss, hwm
+	m.RSS, m.HWM, m.RSSFile = pm.RSS, pm.HWM, pm.File
 	if s, err := c.scrape(); err == nil {
 		m.HeapInuse = int64(bench.Sum(s, "go_memstats_heap_inuse_bytes", nil))
 		m.Goroutines = int(bench.Sum(s, "go_goroutines", nil))

@@ -15,43 +15,48 @@ import (
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
 const userHZ = 100
 
-// ProcMemory returns VmRSS and VmHWM (peak resident set) of a process, in bytes, from
-// /proc/<pid>/status.
-func ProcMemory(pid int) (rss, hwm int64, err error) {
+// ProcMem is a process's memory from /proc/<pid>/status, in bytes.
+type ProcMem struct {
+	// RSS is VmRSS, HWM VmHWM (the peak resident set), File RssFile: the resident pages
+	// mapped from files, for a Go process its binary's code and read-only data.
+	RSS, HWM, File int64
+}
+
+// ProcMemory reads a process's ProcMem.
+func ProcMemory(pid int) (ProcMem, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, fmt.Errorf("read status of process %d: %w", pid, err)
+		return ProcMem{}, fmt.Errorf("read status of process %d: %w", pid, err)
 	}
 	return parseStatus(data)
 }
 
-func parseStatus(data []byte) (rss, hwm int64, err error) {
+func parseStatus(data []byte) (ProcMem, error) {
+	var m ProcMem
+	fields := map[string]*int64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssFile": &m.File}
 	found := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
+		dst := fields[k]
+		if !ok || dst == nil {
 			continue
 		}
 		f := strings.Fields(v)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("unexpected %s line %q", k, sc.Text())
+			return ProcMem{}, fmt.Errorf("unexpected %s line %q", k, sc.Text())
 		}
 		n, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", k, err)
+			return ProcMem{}, fmt.Errorf("%s: %w", k, err)
 		}
-		if k == "VmRSS" {
-			rss = n << 10
-		} else {
-			hwm = n << 10
-		}
+		*dst = n << 10
 		found++
 	}
-	if found != 2 {
-		return 0, 0, errors.New("VmRSS or VmHWM missing from /proc status")
+	if found != len(fields) {
+		return ProcMem{}, errors.New("VmRSS, VmHWM or RssFile missing from /proc status")
 	}
-	return rss, hwm, nil
+	return m, nil
 }
 
 // ProcStat is what the benchmarks read from /proc/<pid>/stat.

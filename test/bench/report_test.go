@@ -343,12 +343,13 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	rss, hwm, err := parseStatus([]byte("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads:\t3\n"))
+	m, err := parseStatus([]byte("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nRssAnon:\t 512 kB\nRssFile:\t 256 kB\nThreads:\t3\n"))
+	rss, hwm := m.RSS, m.HWM
 	if err != nil || rss != 1<<20 || hwm != 2<<20 {
 		t.Fatalf("parseStatus = %d, %d, %v", rss, hwm, err)
 	}
 	for _, in := range []string{"VmRSS:\t1 kB\n", "VmRSS:\t1 MB\nVmHWM:\t1 kB\n", "VmRSS:\tx kB\nVmHWM:\t1 kB\n"} {
-		if _, _, err := parseStatus([]byte(in)); err == nil {
+		if _, err := parseStatus([]byte(in)); err == nil {
 			t.Errorf("parseStatus(%q) succeeded", in)
 		}
 	}
@@ -365,7 +366,8 @@ func TestProcSelf(t *testing.T) {
 	if st.PID != os.Getpid() || st.PPID != os.Getppid() {
 		t.Errorf("ReadProcStat(self) = %+v; want pid %d ppid %d", st, os.Getpid(), os.Getppid())
 	}
-	rss, hwm, err := ProcMemory(os.Getpid())
+	self, err := ProcMemory(os.Getpid())
+	rss, hwm := self.RSS, self.HWM
 	if err != nil || rss <= 0 || hwm < rss {
 		t.Errorf("ProcMemory(self) = %d, %d, %v", rss, hwm, err)
 	}

@@ -209,7 +209,10 @@ type Memory struct {
 	// steady-state run): the inventory's relist briefly holds two copies of it.
 	RSSRelisting int64 `json:"rssRelisting"`
 	// HWM is VmHWM (the process's peak, start-up included) at the last reading.
-	HWM        int64 `json:"hwm"`
+	HWM int64 `json:"hwm"`
+	// RSSFile is the part of RSS mapped from the binary (RssFile, median): code and read-only
+	// data, clean pages the kernel reclaims under pressure.
+	RSSFile    int64 `json:"rssFile"`
 	HeapInuse  int64 `json:"heapInuse"`
 	Goroutines int   `json:"goroutines"`
 }
@@ -219,15 +222,17 @@ type Memory struct {
 func MedianMemory(ms []Memory) Memory {
 	rss := make([]int64, len(ms))
 	heap := make([]int64, len(ms))
+	file := make([]int64, len(ms))
 	out := ms[len(ms)-1]
 	out.RSSMax = 0
 	for i, m := range ms {
-		rss[i], heap[i] = m.RSS, m.HeapInuse
+		rss[i], heap[i], file[i] = m.RSS, m.HeapInuse, m.RSSFile
 		out.RSSMax = max(out.RSSMax, m.RSS)
 	}
 	slices.Sort(rss)
 	slices.Sort(heap)
-	out.RSS, out.HeapInuse, out.Readings = rss[len(rss)/2], heap[len(heap)/2], len(ms)
+	slices.Sort(file)
+	out.RSS, out.HeapInuse, out.RSSFile, out.Readings = rss[len(rss)/2], heap[len(heap)/2], file[len(file)/2], len(ms)
 	return out
 }
 

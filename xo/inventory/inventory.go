@@ -291,7 +291,7 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	}
 	if err == nil {
 		l.vms = make([]*xo.VM, 0, i.Snapshot().Len())
-		err = i.src.ListVMs(ctx, func(v *xo.VM) { v.ID = lower(v.ID); l.vms = append(l.vms, v) })
+		err = i.src.ListVMs(ctx, func(v *xo.VM) { v.ID = lower(v.ID); internVM(v); l.vms = append(l.vms, v) })
 	}
 	if err != nil {
 		i.mu.Lock()
@@ -350,6 +350,7 @@ func (i *Inventory) apply(ev xo.Event) {
 	case ev.VM != nil:
 		id := lower(ev.VM.ID)
 		ev.VM.ID = id
+		internVM(ev.VM)
 		old := cur.vms[id]
 		if !remove && old != nil && vmEqual(old, ev.VM) {
 			i.mu.Unlock()

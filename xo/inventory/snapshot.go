@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 )
@@ -76,6 +77,17 @@ func (s *Snapshot) Synced() bool { return !s.listedAt.IsZero() }
 
 // Len returns the number of VMs.
 func (s *Snapshot) Len() int { return len(s.vms) }
+
+// internVM replaces the strings thousands of VMs share (pool and host uuids, power states,
+// tags) with one shared copy each.
+func internVM(vm *xo.VM) {
+	vm.PowerState, vm.PoolID, vm.Container = intern(vm.PowerState), intern(vm.PoolID), intern(vm.Container)
+	for i, t := range vm.Tags {
+		vm.Tags[i] = intern(t)
+	}
+}
+
+func intern(s string) string { return unique.Make(s).Value() }
 
 // vmAddresses returns a VM's distinct, canonical IP addresses.
 func vmAddresses(vm *xo.VM) []string {

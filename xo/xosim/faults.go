@@ -33,6 +33,12 @@ const (
 	// keep being queued (and a stream whose queue exceeds Options.MaxEventBuffer is cut, as
 	// XO cuts slow consumers); when the fault ends the queue is delivered. Count is ignored.
 	FaultStall
+	// FaultTrickle sends the body of matching responses one byte every Fault.Latency, after
+	// the headers: a slow-loris server that never finishes a listing in time.
+	FaultTrickle
+	// FaultRepeat makes matching ndjson listings send every object twice in a row, the second
+	// copy with its name_label replaced by "duplicate", as older XO versions repeated entries.
+	FaultRepeat
 )
 
 // Fault is a fault injection rule. A request matches when its path starts with PathPrefix
@@ -48,7 +54,8 @@ type Fault struct {
 	Count int
 	// Duration is how long the rule stays active after injection; 0 is until removed.
 	Duration time.Duration
-	// Latency is the delay of a FaultLatency rule.
+	// Latency is the delay of a FaultLatency rule, and the delay between bytes of a
+	// FaultTrickle rule.
 	Latency time.Duration
 	// Status and Message are the answer of a FaultStatus rule. Message defaults to the
 	// lower-case status text ("service unavailable").
@@ -90,6 +97,8 @@ type faultAction struct {
 	latency       time.Duration
 	terminal      *Fault
 	truncateLines int // -1: no truncation
+	trickle       time.Duration
+	repeat        bool
 }
 
 // match consumes one use of each matching rule (latency rules, then the first terminal or
@@ -115,6 +124,12 @@ func (fs *faultSet) match(method, path string, now time.Time) faultAction {
 				decided = true
 				r.used++
 			}
+		case FaultTrickle:
+			act.trickle = r.f.Latency
+			r.used++
+		case FaultRepeat:
+			act.repeat = true
+			r.used++
 		case FaultTruncate:
 			if !decided {
 				act.truncateLines = max(r.f.Lines, 0)

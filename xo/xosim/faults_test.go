@@ -2,6 +2,7 @@ package xosim
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -153,6 +154,44 @@ func TestFaultTruncateNDJSON(t *testing.T) {
 	}
 	if _, _, err := e.rawGet(t, "/rest/v0/pools"); err != nil {
 		t.Errorf("after the count: %v", err)
+	}
+}
+
+func TestFaultTrickle(t *testing.T) {
+	e := newTestEnv(t)
+	e.sim.InjectFault(Fault{Kind: FaultTrickle, PathPrefix: "/rest/v0/pools", Latency: 5 * time.Millisecond, Count: 1})
+	start := time.Now()
+	resp, body, err := e.rawGet(t, "/rest/v0/pools?fields=id&ndjson=true")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %v err %v", resp, err)
+	}
+	// One byte every 5 ms: the body takes len(body) × 5 ms.
+	if d, want := time.Since(start), time.Duration(len(body))*5*time.Millisecond; d < want*9/10 {
+		t.Errorf("%d bytes in %v, want at least %v", len(body), d, want)
+	}
+	start = time.Now()
+	if _, _, err := e.rawGet(t, "/rest/v0/pools?fields=id&ndjson=true"); err != nil || time.Since(start) > 200*time.Millisecond {
+		t.Errorf("after the count: %v in %v", err, time.Since(start))
+	}
+}
+
+func TestFaultRepeat(t *testing.T) {
+	e := newTestEnv(t)
+	e.sim.InjectFault(Fault{Kind: FaultRepeat, PathPrefix: "/rest/v0/vms", Count: 1})
+	_, body, err := e.rawGet(t, "/rest/v0/vms?fields=id,name_label&ndjson=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	if len(lines) < 2 || len(lines)%2 != 0 {
+		t.Fatalf("want every line twice, got %q", body)
+	}
+	for i := 0; i < len(lines); i += 2 {
+		var a, b map[string]string
+		if json.Unmarshal([]byte(lines[i]), &a) != nil || json.Unmarshal([]byte(lines[i+1]), &b) != nil ||
+			a["id"] != b["id"] || a["name_label"] == "duplicate" || b["name_label"] != "duplicate" {
+			t.Fatalf("lines %d and %d: %q %q", i, i+1, lines[i], lines[i+1])
+		}
 	}
 }
 

@@ -3,7 +3,9 @@ package xosim
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"html"
 	"math"
@@ -113,6 +115,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &countingWriter{ResponseWriter: w, bytes: s.counters.request(key)}
 
 	act := s.faults.match(r.Method, r.URL.Path, s.now())
+	cw.trickle, cw.ctx = act.trickle, r.Context()
 	if act.latency > 0 {
 		t := time.NewTimer(act.latency)
 		select {
@@ -126,7 +129,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.applyTerminalFault(cw, r, act.terminal)
 		return
 	}
-	rq := &request{w: cw, r: r, s: s, truncateLines: act.truncateLines}
+	rq := &request{w: cw, r: r, s: s, truncateLines: act.truncateLines, repeat: act.repeat}
 	s.route(rq)
 }
 
@@ -139,6 +142,8 @@ type request struct {
 	authenticated bool
 	// truncateLines >= 0 cuts the response body (see FaultTruncate); -1 when not faulted.
 	truncateLines int
+	// repeat sends every ndjson object twice (see FaultRepeat).
+	repeat bool
 }
 
 func (s *Server) route(rq *request) {
@@ -725,8 +730,11 @@ func (s *Server) writeNDJSON(rq *request, objs []*object, entry func(*object) []
 			rq.abort()
 			return
 		}
-		buf = append(buf, entry(o)...)
-		buf = append(buf, '\n')
+		line := entry(o)
+		buf = append(append(buf, line...), '\n')
+		if rq.repeat {
+			buf = append(append(buf, renamed(line, "duplicate")...), '\n')
+		}
 		if len(buf) >= 32<<10 {
 			if _, err := rq.w.Write(buf); err != nil {
 				return
@@ -852,12 +860,44 @@ func (s *Server) serveTag(rq *request, coll collection, id, tag string, add bool
 type countingWriter struct {
 	http.ResponseWriter
 	bytes interface{ Add(int64) int64 }
+	// trickle > 0 sends one byte at a time, trickle apart (see FaultTrickle), until ctx ends.
+	trickle time.Duration
+	ctx     context.Context
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.bytes.Add(int64(n))
-	return n, err
+	if w.trickle <= 0 {
+		n, err := w.ResponseWriter.Write(p)
+		w.bytes.Add(int64(n))
+		return n, err
+	}
+	rc := http.NewResponseController(w.ResponseWriter)
+	for i := range p {
+		if _, err := w.ResponseWriter.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+		w.bytes.Add(1)
+		_ = rc.Flush()
+		t := time.NewTimer(w.trickle)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			t.Stop()
+			return i + 1, w.ctx.Err()
+		}
+	}
+	return len(p), nil
+}
+
+// renamed returns a JSON object with its name_label replaced.
+func renamed(obj []byte, name string) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return obj
+	}
+	m["name_label"], _ = json.Marshal(name)
+	out, _ := json.Marshal(m)
+	return out
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer (Flush, Hijack).
