@@ -185,8 +185,8 @@ var renderCases = map[string]renderCase{
 		if got := mustFlag(t, c.Args, "webhook-host"); got != "0.0.0.0" {
 			t.Errorf("extraArgs lost: --webhook-host=%s", got)
 		}
-		if len(c.Env) != 1 || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.SecretKeyRef == nil {
-			t.Errorf("extraEnv = %+v, want XOA_TOKEN from a Secret", c.Env)
+		if len(c.Env) != 2 || c.Env[1].ValueFrom == nil || c.Env[1].ValueFrom.SecretKeyRef == nil {
+			t.Errorf("env = %+v, want GOMEMLIMIT then extraEnv's XOA_TOKEN from a Secret", c.Env)
 		}
 		if d.Spec.Template.Spec.NodeSelector["node-role.kubernetes.io/control-plane"] != "" || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 1 {
 			t.Error("nodeSelector or topologySpreadConstraints lost")
@@ -201,6 +201,20 @@ var renderCases = map[string]renderCase{
 		}
 		checkServiceMonitor(t, o, *sm)
 	}},
+}
+
+// TestGoMemLimit checks that GOMEMLIMIT follows the container's memory limit, and is not set
+// without one.
+func TestGoMemLimit(t *testing.T) {
+	_, c := deployment(t, render(t, "ci/config-values.yaml"))
+	if len(c.Env) != 1 || c.Env[0].Name != "GOMEMLIMIT" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.ResourceFieldRef == nil ||
+		c.Env[0].ValueFrom.ResourceFieldRef.Resource != "limits.memory" || c.Env[0].ValueFrom.ResourceFieldRef.ContainerName != c.Name {
+		t.Errorf("env = %+v, want GOMEMLIMIT from the container's limits.memory", c.Env)
+	}
+	_, c = deployment(t, render(t, "ci/config-values.yaml", "resources.limits=null"))
+	if len(c.Env) != 0 {
+		t.Errorf("env = %+v without a memory limit, want none", c.Env)
+	}
 }
 
 func TestRender(t *testing.T) {

@@ -124,7 +124,8 @@ func ChangeSource(inv *inventory.Inventory, c client.Reader) source.Source {
 
 func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption) error {
 	var nodes corev1.NodeList
-	opts := []client.ListOption{}
+	// Only the names are read: the cached objects need no copy.
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
 	if sel != nil {
 		opts = append(opts, sel)
 	}

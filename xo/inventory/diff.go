@@ -19,13 +19,13 @@ func vmEqual(a, b *xo.VM) bool {
 // diff lists what differs between two snapshots.
 func diff(old, next *Snapshot) []Change {
 	var out []Change
-	for id, vm := range next.vms {
-		if o := old.vms[id]; o == nil || !vmEqual(o, vm) {
+	for id, vm := range next.vms.all() {
+		if o := old.vms.get(id); o == nil || !vmEqual(o, vm) {
 			out = append(out, Change{Kind: VMChanged, ID: id, PoolID: vm.PoolID})
 		}
 	}
-	for id, vm := range old.vms {
-		if next.vms[id] == nil {
+	for id, vm := range old.vms.all() {
+		if next.vms.get(id) == nil {
 			out = append(out, Change{Kind: VMChanged, ID: id, PoolID: vm.PoolID})
 		}
 	}

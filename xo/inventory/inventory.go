@@ -308,18 +308,19 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	next := fromListing(i, l, i.opts.Clock.Now())
 	// Events newer than the listing win over it.
 	if len(i.touched) > 0 {
-		b := &builder{s: next, vmsCopied: true, indexesCopied: true, hostsCopied: true, poolsCopied: true, connectedCopied: true}
+		b := ownBuilder(next)
 		for k := range i.touched {
 			kind, id := k[0], k[2:]
 			switch kind {
 			case 'v':
-				b.putVM(id, old.vms[id])
+				b.putVM(id, old.vms.get(id))
 			case 'h':
 				b.putHost(id, old.hosts[id])
 			case 'p':
 				b.putPool(id, old.pools[id])
 			}
 		}
+		next = b.done()
 	}
 	i.touched = nil
 	i.snap.Store(next)
@@ -329,11 +330,11 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	lastSync.Set(float64(next.listedAt.Unix()))
 	relistTotal.WithLabelValues("ok").Inc()
 	relistDuration.Observe(i.opts.Clock.Since(start).Seconds())
-	objects.WithLabelValues("vms").Set(float64(len(next.vms)))
+	objects.WithLabelValues("vms").Set(float64(next.vms.len()))
 	objects.WithLabelValues("hosts").Set(float64(len(next.hosts)))
 	objects.WithLabelValues("pools").Set(float64(len(next.pools)))
 	i.syncOnce.Do(func() { close(i.synced) })
-	i.log.V(1).Info("XO inventory relisted", "vms", len(next.vms), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.allConnected)
+	i.log.V(1).Info("XO inventory relisted", "vms", next.vms.len(), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.allConnected)
 	i.notify(diff(old, next))
 	return nil
 }
@@ -351,7 +352,7 @@ func (i *Inventory) apply(ev xo.Event) {
 		id := lower(ev.VM.ID)
 		ev.VM.ID = id
 		internVM(ev.VM)
-		old := cur.vms[id]
+		old := cur.vms.get(id)
 		if !remove && old != nil && vmEqual(old, ev.VM) {
 			i.mu.Unlock()
 			return
@@ -392,7 +393,7 @@ func (i *Inventory) apply(ev xo.Event) {
 	if i.touched != nil {
 		i.touched[key] = struct{}{}
 	}
-	i.snap.Store(b.s)
+	i.snap.Store(b.done())
 	i.mu.Unlock()
 	if ev.Pool != nil {
 		// Pool membership changes come with server status changes, which only a listing shows.

@@ -13,9 +13,9 @@ import (
 // Snapshot is an immutable view of XO's inventory. Its lookups take no lock and allocate
 // nothing; the objects they return must not be modified.
 type Snapshot struct {
-	vms    map[string]*xo.VM
-	byName map[string][]*xo.VM
-	byAddr map[string][]*xo.VM
+	vms    shardedMap[*xo.VM]
+	byName shardedMap[[]*xo.VM]
+	byAddr shardedMap[[]*xo.VM]
 	hosts  map[string]*xo.Host
 	pools  map[string]*xo.Pool
 	// connected holds the pools XO has a connected server for.
@@ -29,7 +29,7 @@ type Snapshot struct {
 
 func emptySnapshot(inv *Inventory) *Snapshot {
 	return &Snapshot{
-		vms: map[string]*xo.VM{}, byName: map[string][]*xo.VM{}, byAddr: map[string][]*xo.VM{},
+		vms: newShardedMap[*xo.VM](0), byName: newShardedMap[[]*xo.VM](0), byAddr: newShardedMap[[]*xo.VM](0),
 		hosts: map[string]*xo.Host{}, pools: map[string]*xo.Pool{}, connected: map[string]bool{}, inv: inv,
 	}
 }
@@ -44,13 +44,13 @@ func lower(s string) string {
 }
 
 // VM returns the VM with this uuid, or nil.
-func (s *Snapshot) VM(id string) *xo.VM { return s.vms[lower(id)] }
+func (s *Snapshot) VM(id string) *xo.VM { return s.vms.get(lower(id)) }
 
 // VMsByName returns the VMs whose name_label is exactly name.
-func (s *Snapshot) VMsByName(name string) []*xo.VM { return s.byName[name] }
+func (s *Snapshot) VMsByName(name string) []*xo.VM { return s.byName.get(name) }
 
 // VMsByAddress returns the VMs that report this IP address (canonical form).
-func (s *Snapshot) VMsByAddress(ip string) []*xo.VM { return s.byAddr[ip] }
+func (s *Snapshot) VMsByAddress(ip string) []*xo.VM { return s.byAddr.get(ip) }
 
 // Host returns the host with this uuid, or nil.
 func (s *Snapshot) Host(id string) *xo.Host { return s.hosts[lower(id)] }
@@ -76,7 +76,7 @@ func (s *Snapshot) Complete() bool {
 func (s *Snapshot) Synced() bool { return !s.listedAt.IsZero() }
 
 // Len returns the number of VMs.
-func (s *Snapshot) Len() int { return len(s.vms) }
+func (s *Snapshot) Len() int { return s.vms.len() }
 
 // internVM replaces the strings thousands of VMs share (pool and host uuids, power states,
 // tags) with one shared copy each.
@@ -114,74 +114,74 @@ func vmAddresses(vm *xo.VM) []string {
 	return out
 }
 
-// builder produces the next snapshot from the current one by copy on write.
+// builder produces the next snapshot from the current one by copy on write: the VM maps copy
+// only the shards a change touches, the small host, pool and connection maps are copied whole.
 type builder struct {
 	s                        *Snapshot
-	vmsCopied, indexesCopied bool
+	vms                      *shardedWriter[*xo.VM]
+	byName, byAddr           *shardedWriter[[]*xo.VM]
 	hostsCopied, poolsCopied bool
 	connectedCopied          bool
 }
 
 func newBuilder(base *Snapshot) *builder {
 	next := *base
-	return &builder{s: &next}
+	return &builder{s: &next, vms: writer(base.vms), byName: writer(base.byName), byAddr: writer(base.byAddr)}
 }
 
-func (b *builder) copyVMs() {
-	if !b.vmsCopied {
-		b.s.vms = maps.Clone(b.s.vms)
-		b.vmsCopied = true
-	}
-	if !b.indexesCopied {
-		b.s.byName = maps.Clone(b.s.byName)
-		b.s.byAddr = maps.Clone(b.s.byAddr)
-		b.indexesCopied = true
-	}
+// ownBuilder changes s in place: s must not be published yet.
+func ownBuilder(s *Snapshot) *builder {
+	return &builder{s: s, vms: ownWriter(s.vms), byName: ownWriter(s.byName), byAddr: ownWriter(s.byAddr),
+		hostsCopied: true, poolsCopied: true, connectedCopied: true}
+}
+
+// done returns the next snapshot.
+func (b *builder) done() *Snapshot {
+	b.s.vms, b.s.byName, b.s.byAddr = b.vms.m, b.byName.m, b.byAddr.m
+	return b.s
 }
 
 // putVM adds, replaces (vm non-nil) or removes (vm nil) the VM with this id.
 func (b *builder) putVM(id string, vm *xo.VM) {
-	b.copyVMs()
-	if old := b.s.vms[id]; old != nil {
-		b.s.byName[old.NameLabel] = without(b.s.byName[old.NameLabel], id)
-		if len(b.s.byName[old.NameLabel]) == 0 {
-			delete(b.s.byName, old.NameLabel)
-		}
+	if old := b.vms.get(id); old != nil {
+		unindex(b.byName, old.NameLabel, id)
 		for _, a := range vmAddresses(old) {
-			b.s.byAddr[a] = without(b.s.byAddr[a], id)
-			if len(b.s.byAddr[a]) == 0 {
-				delete(b.s.byAddr, a)
-			}
+			unindex(b.byAddr, a, id)
 		}
 	}
 	if vm == nil {
-		delete(b.s.vms, id)
+		b.vms.delete(id)
 		return
 	}
-	b.s.vms[id] = vm
-	index(b.s.byName, vm.NameLabel, vm)
+	b.vms.set(id, vm)
+	index(b.byName, vm.NameLabel, vm)
 	for _, a := range vmAddresses(vm) {
-		index(b.s.byAddr, a, vm)
+		index(b.byAddr, a, vm)
 	}
 }
 
-// index appends vm to m[k] without sharing the old slice's array with older snapshots.
-func index(m map[string][]*xo.VM, k string, vm *xo.VM) {
-	old := m[k]
+// index appends vm to the entry k without sharing the old slice's array with older snapshots.
+func index(w *shardedWriter[[]*xo.VM], k string, vm *xo.VM) {
+	old := w.get(k)
 	next := make([]*xo.VM, len(old), len(old)+1)
 	copy(next, old)
-	m[k] = append(next, vm)
+	w.set(k, append(next, vm))
 }
 
-// without returns vms less the VM with this id, as a new slice.
-func without(vms []*xo.VM, id string) []*xo.VM {
-	out := make([]*xo.VM, 0, len(vms))
-	for _, v := range vms {
+// unindex removes the VM with this id from the entry k, as a new slice.
+func unindex(w *shardedWriter[[]*xo.VM], k, id string) {
+	old := w.get(k)
+	next := make([]*xo.VM, 0, len(old))
+	for _, v := range old {
 		if v.ID != id {
-			out = append(out, v)
+			next = append(next, v)
 		}
 	}
-	return out
+	if len(next) == 0 {
+		w.delete(k)
+		return
+	}
+	w.set(k, next)
 }
 
 func (b *builder) putHost(id string, h *xo.Host) {
@@ -223,22 +223,21 @@ func (b *builder) setConnected(poolID string, ok bool) {
 // fromListing builds a whole snapshot from a complete listing.
 func fromListing(inv *Inventory, l *listing, at time.Time) *Snapshot {
 	s := &Snapshot{
-		vms:       make(map[string]*xo.VM, len(l.vms)),
-		byName:    make(map[string][]*xo.VM, len(l.vms)),
-		byAddr:    make(map[string][]*xo.VM, len(l.vms)),
 		hosts:     make(map[string]*xo.Host, len(l.hosts)),
 		pools:     make(map[string]*xo.Pool, len(l.pools)),
 		connected: make(map[string]bool, len(l.servers)),
 		listedAt:  at,
 		inv:       inv,
 	}
+	vms, byName, byAddr := ownWriter(newShardedMap[*xo.VM](len(l.vms))), ownWriter(newShardedMap[[]*xo.VM](len(l.vms))), ownWriter(newShardedMap[[]*xo.VM](len(l.vms)))
 	for _, vm := range l.vms {
-		s.vms[vm.ID] = vm
-		s.byName[vm.NameLabel] = append(s.byName[vm.NameLabel], vm)
+		vms.set(vm.ID, vm)
+		byName.set(vm.NameLabel, append(byName.get(vm.NameLabel), vm))
 		for _, a := range vmAddresses(vm) {
-			s.byAddr[a] = append(s.byAddr[a], vm)
+			byAddr.set(a, append(byAddr.get(a), vm))
 		}
 	}
+	s.vms, s.byName, s.byAddr = vms.m, byName.m, byAddr.m
 	for _, h := range l.hosts {
 		s.hosts[h.ID] = h
 	}
