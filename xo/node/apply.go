@@ -9,13 +9,14 @@ import (
 // changed and the label keys and taint ids it left alone because someone else set them.
 // The webhook applies it to the Node being created, the controllers to a copy they patch.
 func Apply(n *corev1.Node, d DesiredState) (changed bool, conflicts []string) {
-	set, remove, owned, labelConflicts := LabelChanges(n.Labels, ManagedKeys(n.Annotations), d.Labels)
-	if len(set) > 0 && n.Labels == nil {
-		n.Labels = make(map[string]string, len(set))
-	}
-	for k, v := range set {
+	set := 0
+	remove, owned, labelConflicts := labelChanges(n.Labels, ManagedKeys(n.Annotations), d.Labels, func(k, v string) {
+		if n.Labels == nil {
+			n.Labels = make(map[string]string, len(d.Labels))
+		}
 		n.Labels[k] = v
-	}
+		set++
+	})
 	for _, k := range remove {
 		delete(n.Labels, k)
 	}
@@ -23,7 +24,7 @@ func Apply(n *corev1.Node, d DesiredState) (changed bool, conflicts []string) {
 	if taintsChanged {
 		n.Spec.Taints = taints
 	}
-	changed = len(set) > 0 || len(remove) > 0 || taintsChanged
+	changed = set > 0 || len(remove) > 0 || taintsChanged
 	changed = setAnnotation(n, AnnotationManagedLabels, FormatManagedKeys(owned)) || changed
 	changed = setAnnotation(n, AnnotationManagedTaints, FormatManagedKeys(ownedTaints)) || changed
 	return changed, append(labelConflicts, taintConflicts...)

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -94,6 +93,19 @@ func removable(key string) bool {
 // set is nil when nothing is to be set; remove, newOwned (the keys owned after the patch) and
 // conflicts are sorted.
 func LabelChanges(current map[string]string, owned []string, desired map[string]string) (set map[string]string, remove []string, newOwned []string, conflicts []string) {
+	remove, newOwned, conflicts = labelChanges(current, owned, desired, func(k, v string) {
+		if set == nil {
+			set = make(map[string]string, len(desired))
+		}
+		set[k] = v
+	})
+	return set, remove, newOwned, conflicts
+}
+
+// labelChanges is LabelChanges calling set for each label to set, in no particular order.
+// set may write into current: it is only called for desired keys, whose entries in current are
+// read before their own set.
+func labelChanges(current map[string]string, owned []string, desired map[string]string, set func(k, v string)) (remove []string, newOwned []string, conflicts []string) {
 	if !slices.IsSorted(owned) {
 		owned = slices.Sorted(slices.Values(owned))
 	}
@@ -102,8 +114,7 @@ func LabelChanges(current map[string]string, owned []string, desired map[string]
 		return ok
 	}
 	newOwned = make([]string, 0, len(desired))
-	for _, k := range slices.Sorted(maps.Keys(desired)) {
-		v := desired[k]
+	for k, v := range desired {
 		cur, has := current[k]
 		mayOverwrite := isOwned(k) || isAuthorityLabel(k)
 		switch {
@@ -117,10 +128,7 @@ func LabelChanges(current map[string]string, owned []string, desired map[string]
 			conflicts = append(conflicts, k)
 			continue
 		}
-		if set == nil {
-			set = make(map[string]string, len(desired))
-		}
-		set[k] = v
+		set(k, v)
 		newOwned = append(newOwned, k)
 	}
 	for _, k := range owned {
@@ -137,7 +145,8 @@ func LabelChanges(current map[string]string, owned []string, desired map[string]
 	sort.Strings(remove)
 	remove = slices.Compact(remove)
 	sort.Strings(newOwned)
-	return set, remove, newOwned, conflicts
+	sort.Strings(conflicts)
+	return remove, newOwned, conflicts
 }
 
 // TaintChanges computes the taint list that brings a Node's taints to the desired (tag-derived)
