@@ -10,6 +10,7 @@
 //
 // Tests drive it through a control API (AddVMs, SetPowerState, Migrate, DisconnectPool, ...),
 // inject faults (latency, error statuses, connection resets, truncated streams, stalled event
-// streams) and read request counters. A Server is an http.Handler: serve it with
+// streams, bodies trickled a byte at a time, listings repeating every object) and read request
+// counters. A Server is an http.Handler: serve it with
 // net/http/httptest or any http.Server.
 package xosim
