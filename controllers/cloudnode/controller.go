@@ -22,9 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -108,12 +106,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.inv == nil {
 		return errors.New("cloud-node: no XO inventory")
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&corev1.Node{}, builder.WithPredicates(relevantChange())).
-		WatchesRawSource(common.ChangeSource(r.inv, mgr.GetClient())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
-		Complete(r)
+	return common.SetupNodeController(mgr, Name, relevantChange(), r.inv, r.workers, r)
 }
 
 // relevantChange drops the Node updates this controller has nothing to do about: on an

@@ -8,8 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -67,6 +70,17 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		}
 	}
 	return nil
+}
+
+// SetupNodeController registers a Node controller the way all three are: Node events that pass
+// pred, XO inventory changes through ChangeSource, and workers concurrent reconciles.
+func SetupNodeController(mgr ctrl.Manager, name string, pred predicate.Predicate, inv *inventory.Inventory, workers int, r reconcile.Reconciler) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(name).
+		For(&corev1.Node{}, builder.WithPredicates(pred)).
+		WatchesRawSource(ChangeSource(inv, mgr.GetClient())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
+		Complete(r)
 }
 
 // changeBuffer bounds the changes waiting to be mapped to Nodes. When it is full (a relist

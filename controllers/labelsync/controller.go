@@ -22,8 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -65,12 +63,7 @@ func New(d common.Deps) *Reconciler {
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of labels,
 // annotations, taints and providerID; not status) and XO inventory changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&corev1.Node{}, builder.WithPredicates(nodeChanged)).
-		WatchesRawSource(common.ChangeSource(r.d.Inventory, mgr.GetClient())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.d.Workers, 1)}).
-		Complete(r)
+	return common.SetupNodeController(mgr, Name, nodeChanged, r.d.Inventory, r.d.Workers, r)
 }
 
 // nodeChanged lets through the Node changes that may call for a label patch.

@@ -24,9 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -84,12 +82,7 @@ func New(d common.Deps) *Reconciler {
 // readiness, providerID, taints and its ownership annotation) and XO inventory changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.retry.max = r.resyncPeriod()
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&corev1.Node{}, builder.WithPredicates(nodeChanged)).
-		WatchesRawSource(common.ChangeSource(r.d.Inventory, mgr.GetClient())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.d.Workers, 1)}).
-		Complete(r)
+	return common.SetupNodeController(mgr, Name, nodeChanged, r.d.Inventory, r.d.Workers, r)
 }
 
 // nodeChanged lets through the Node changes the controller acts on; kubelet heartbeats and

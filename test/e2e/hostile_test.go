@@ -3,9 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/bench"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
 )
@@ -90,7 +89,11 @@ inventory:
 			code, _ := p.exited(0)
 			t.Fatalf("%s: the controller exited with code %d", what, code)
 		}
-		rss := residentSet(t, p.cmd.Process.Pid)
+		mem, err := bench.ProcMemory(p.cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rss := mem.RSS
 		maxRSS = max(maxRSS, rss)
 		if rss > maxHostileRSS {
 			t.Fatalf("%s: resident set %d MiB, over %d MiB", what, rss>>20, maxHostileRSS>>20)
@@ -235,24 +238,4 @@ func hostileNodes(t *testing.T, c client.Client, vms map[string]string) map[stri
 		t.Errorf("the allowed tag label is %q, want fine", got)
 	}
 	return out
-}
-
-// residentSet returns VmRSS of a process, in bytes.
-func residentSet(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
 }
