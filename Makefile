@@ -65,6 +65,17 @@ helm-lint: testbin ## helm lint --strict the chart with its default values and e
 	$$helm lint --strict $(CHART) && \
 	for f in $(CHART)/ci/*.yaml; do $$helm lint --strict $(CHART) -f $$f || exit 1; done
 
+# HELM is the helm binary of chart-package: the pinned one of hack/testbin.sh (`make testbin`).
+HELM ?= $(shell hack/testbin.sh --path)/helm
+# DIST is where chart-package writes the archive.
+DIST ?= $(CURDIR)/dist
+
+.PHONY: chart-package
+chart-package: ## Package the chart into $(DIST) for `helm push` to an OCI registry (optional CHART_VERSION, APP_VERSION).
+	@test -x "$(HELM)" || { echo "no helm at $(HELM): run make testbin, or pass HELM=<path>" >&2; exit 1; }
+	"$(HELM)" package $(CHART) --destination "$(DIST)" \
+		$(if $(CHART_VERSION),--version $(CHART_VERSION)) $(if $(APP_VERSION),--app-version $(APP_VERSION))
+
 .PHONY: docker-build
 docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

@@ -86,17 +86,26 @@ type renderCase struct {
 // renderCases are the important value combinations; every ci values file must appear.
 var renderCases = map[string]renderCase{
 	"defaults": {check: checkDefaults},
+	// The upstream chart's own default values, with this chart's image (upstream's is refused).
+	"upstreamDefaults": {values: upstreamValues, set: []string{"image.repository=" + image}, check: checkUpstreamDefaults},
 	"config": {values: "ci/config-values.yaml", check: func(t *testing.T, o objects) {
 		if got := configSecretOf(t, o); got != configSecret {
 			t.Errorf("config mounted from Secret %q, want the rendered %q", got, configSecret)
 		}
 		cfg := loadRenderedConfig(t, o)
-		if cfg.URL != "https://xoa.example.com" || !cfg.Lifecycle.OutOfServiceTaint || cfg.Addresses.InternalCIDRs[0] != "10.0.0.0/8" {
+		if cfg.Clusters[0].URL != "https://xoa.example.com" || !cfg.Lifecycle.OutOfServiceTaint || cfg.Addresses.InternalCIDRs[0] != "10.0.0.0/8" {
 			t.Errorf("rendered config lost values: %+v", cfg)
 		}
 		d, _ := deployment(t, o)
 		if d.Spec.Template.Annotations["checksum/config"] == "" {
 			t.Error("no checksum/config annotation: a config change would not roll the pods")
+		}
+	}},
+	"configClusters": {set: []string{"config.clusters[0].url=https://xo1.example.com", "config.clusters[0].token=token-one-0123456789",
+		"config.clusters[1].url=https://xo2.example.com", "config.clusters[1].token=token-two-0123456789"}, check: func(t *testing.T, o objects) {
+		cfg := loadRenderedConfig(t, o)
+		if len(cfg.Clusters) != 2 || cfg.Clusters[1].URL != "https://xo2.example.com" {
+			t.Errorf("rendered clusters %+v", cfg.Clusters)
 		}
 	}},
 	"existingConfigSecret": {values: "ci/existing-secret-values.yaml", check: func(t *testing.T, o objects) {
@@ -136,8 +145,16 @@ var renderCases = map[string]renderCase{
 	"hostNetwork": {values: "ci/hostnetwork-values.yaml", check: func(t *testing.T, o objects) {
 		d, c := deployment(t, o)
 		spec := d.Spec.Template.Spec
-		if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
-			t.Errorf("hostNetwork=%v dnsPolicy=%s, want true and ClusterFirstWithHostNet", spec.HostNetwork, spec.DNSPolicy)
+		// The values' advice: the node's resolvers, which work before CoreDNS runs.
+		if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSDefault {
+			t.Errorf("hostNetwork=%v dnsPolicy=%s, want true and Default", spec.HostNetwork, spec.DNSPolicy)
+		}
+		// A new cluster's Nodes are NotReady until the CNI runs; the default tolerations and
+		// not-ready let the pods run there.
+		for _, key := range []string{"node.cloudprovider.kubernetes.io/uninitialized", "node-role.kubernetes.io/control-plane", notReady} {
+			if n := tolerationsOf(spec.Tolerations, key); n != 1 {
+				t.Errorf("%d tolerations for %s, want 1: %+v", n, key, spec.Tolerations)
+			}
 		}
 		for name, want := range map[string]int32{"webhook": 10260, "metrics": 10261, "health": 10262} {
 			if got := containerPort(t, c, name); got != want {
@@ -264,6 +281,13 @@ func checkDefaults(t *testing.T, o objects) {
 	if spec.HostNetwork {
 		t.Error("hostNetwork on by default")
 	}
+	if psc := spec.SecurityContext; psc == nil || psc.RunAsUser == nil || *psc.RunAsUser != 65532 {
+		t.Errorf("pod securityContext %+v, want runAsUser 65532 (the image's nonroot user)", psc)
+	}
+	// A pod-network pod cannot run on a Node without a CNI anyway.
+	if n := tolerationsOf(spec.Tolerations, notReady); n != 0 {
+		t.Errorf("not-ready tolerated without hostNetwork: %+v", spec.Tolerations)
+	}
 	for _, key := range []string{"node.cloudprovider.kubernetes.io/uninitialized", "node-role.kubernetes.io/control-plane"} {
 		if !slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool {
 			return tol.Key == key && tol.Operator == corev1.TolerationOpExists && tol.Effect == corev1.TaintEffectNoSchedule
@@ -347,7 +371,7 @@ func checkInvariants(t *testing.T, o objects) {
 	}
 	checks := map[string]bool{
 		"pod runAsNonRoot":               ptrTrue(psc.RunAsNonRoot),
-		"pod runAsUser 65532":            psc.RunAsUser != nil && *psc.RunAsUser == 65532,
+		"pod runAsUser not root":         psc.RunAsUser != nil && *psc.RunAsUser != 0,
 		"pod seccomp RuntimeDefault":     psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
 		"runAsNonRoot":                   ptrTrue(sc.RunAsNonRoot),
 		"runAsUser 65532":                sc.RunAsUser != nil && *sc.RunAsUser == 65532,
@@ -431,6 +455,20 @@ func checkInvariants(t *testing.T, o objects) {
 }
 
 func ptrTrue(b *bool) bool { return b != nil && *b }
+
+// notReady is the taint of a Node whose kubelet is not ready, e.g. before a CNI runs.
+const notReady = "node.kubernetes.io/not-ready"
+
+// tolerationsOf counts the tolerations of the NoSchedule taint key.
+func tolerationsOf(tols []corev1.Toleration, key string) int {
+	n := 0
+	for _, tol := range tols {
+		if tol.Key == key && tol.Operator == corev1.TolerationOpExists && tol.Effect == corev1.TaintEffectNoSchedule {
+			n++
+		}
+	}
+	return n
+}
 
 // volumeAt returns the pod volume mounted at a path, and whether it is mounted read-only.
 func volumeAt(t *testing.T, d *appsv1.Deployment, c *corev1.Container, mountPath string) (*corev1.Volume, bool) {
@@ -686,29 +724,42 @@ func TestRenderRejects(t *testing.T) {
 		set  []string
 		want string
 	}{
-		"config and existing Secret":  {[]string{"config.url=https://xo", "existingConfigSecret=s"}, "either config or existingConfigSecret"},
-		"plain token in env":          {[]string{"extraEnv[0].name=XOA_TOKEN", "extraEnv[0].value=abc"}, "plain value"},
-		"chart-owned flag in args":    {[]string{"extraArgs[0]=--config=/x"}, "set by the chart"},
-		"leader-elect in args":        {[]string{"extraArgs[0]=--leader-elect=false"}, "set by the chart"},
-		"lease namespace in args":     {[]string{"extraArgs[0]=--leader-elect-namespace=x"}, "set by the chart"},
-		"PDB blocking drains":         {[]string{"podDisruptionBudget.minAvailable=2"}, "less than replicaCount"},
-		"port clash":                  {[]string{"metrics.port=9443"}, "must differ"},
-		"health port clash":           {[]string{"healthProbe.port=8080"}, "must differ"},
-		"unknown value":               {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
-		"unknown config key":          {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
-		"failurePolicy":               {[]string{"webhook.failurePolicy=Deny"}, "failurePolicy"},
-		"timeoutSeconds above 30":     {[]string{"webhook.timeoutSeconds=31"}, "timeoutSeconds"},
-		"unknown controller":          {[]string{"controllers[0]=cloud-route"}, "controllers"},
-		"bad duration":                {[]string{"webhook.lookupTimeout=1 second"}, "lookupTimeout"},
-		"bad log level":               {[]string{"logLevel=verbose"}, "logLevel"},
-		"issuerRef without name":      {[]string{"certManager.issuerRef.kind=ClusterIssuer"}, "name"},
-		"secret key with a slash":     {[]string{"existingConfigSecretKey=a/b"}, "existingConfigSecretKey"},
-		"no ServiceAccount name":      {[]string{"serviceAccount.create=false"}, "serviceAccount.name is required"},
-		"zero replicas":               {[]string{"replicaCount=0"}, "replicaCount"},
-		"fullnameOverride too long":   {[]string{"fullnameOverride=" + strings.Repeat("a", 51)}, "fullnameOverride"},
-		"image digest not a sha256":   {[]string{"image.digest=latest"}, "digest"},
-		"extraArgs not a flag":        {[]string{"extraArgs[0]=verbose"}, "extraArgs"},
-		"extraEnv token from literal": {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "plain value"},
+		"config and existing Secret":     {[]string{"config.url=https://xo", "existingConfigSecret=s"}, "either config or existingConfigSecret"},
+		"plain token in env":             {[]string{"extraEnv[0].name=XOA_TOKEN", "extraEnv[0].value=abc"}, "plain value"},
+		"chart-owned flag in args":       {[]string{"extraArgs[0]=--config=/x"}, "set by the chart"},
+		"leader-elect in args":           {[]string{"extraArgs[0]=--leader-elect=false"}, "set by the chart"},
+		"lease namespace in args":        {[]string{"extraArgs[0]=--leader-elect-namespace=x"}, "set by the chart"},
+		"PDB blocking drains":            {[]string{"podDisruptionBudget.minAvailable=2"}, "less than replicaCount"},
+		"port clash":                     {[]string{"metrics.port=9443"}, "must differ"},
+		"health port clash":              {[]string{"healthProbe.port=8080"}, "must differ"},
+		"unknown value":                  {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
+		"unknown config key":             {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
+		"failurePolicy":                  {[]string{"webhook.failurePolicy=Deny"}, "failurePolicy"},
+		"timeoutSeconds above 30":        {[]string{"webhook.timeoutSeconds=31"}, "timeoutSeconds"},
+		"unknown controller":             {[]string{"controllers[0]=cloud-route"}, "controllers"},
+		"bad duration":                   {[]string{"webhook.lookupTimeout=1 second"}, "lookupTimeout"},
+		"bad log level":                  {[]string{"logLevel=verbose"}, "logLevel"},
+		"issuerRef without name":         {[]string{"certManager.issuerRef.kind=ClusterIssuer"}, "name"},
+		"secret key with a slash":        {[]string{"existingConfigSecretKey=a/b"}, "existingConfigSecretKey"},
+		"no ServiceAccount name":         {[]string{"serviceAccount.create=false"}, "serviceAccount.name is required"},
+		"zero replicas":                  {[]string{"replicaCount=0"}, "replicaCount"},
+		"fullnameOverride too long":      {[]string{"fullnameOverride=" + strings.Repeat("a", 51)}, "fullnameOverride"},
+		"image digest not a sha256":      {[]string{"image.digest=latest"}, "digest"},
+		"extraArgs not a flag":           {[]string{"extraArgs[0]=verbose"}, "extraArgs"},
+		"extraEnv token from literal":    {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "plain value"},
+		"ServiceMonitor without metrics": {[]string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.enabled"},
+		"nothing to run":                 {[]string{"controllers=null", "webhook.enabled=false"}, "the pods would run nothing"},
+		"workers in args":                {[]string{"extraArgs[0]=--workers=8"}, "--workers=8 is set by the chart; use workers"},
+		"controllers in args":            {[]string{"extraArgs[0]=--controllers=cloud-node"}, "use controllers"},
+		"kube-api-qps in args":           {[]string{"extraArgs[0]=--kube-api-qps=10"}, "use kubeAPI.qps"},
+		"kube-api-burst in args":         {[]string{"extraArgs[0]=-kube-api-burst=10"}, "use kubeAPI.burst"},
+		"log level in args":              {[]string{"extraArgs[0]=--zap-log-level=debug"}, "use logLevel"},
+		"lookup timeout in args":         {[]string{"extraArgs[0]=--webhook-lookup-timeout=2s"}, "use webhook.lookupTimeout"},
+		"bare leader-elect in args":      {[]string{"extraArgs[0]=--leader-elect"}, "set by the chart"},
+		"unknown flag in args":           {[]string{"extraArgs[0]=--nope=1"}, "--nope=1 is not a flag of this binary"},
+		"flag and value with a space":    {[]string{"extraArgs[0]=--zap-encoder console"}, "is not a flag of this binary"},
+		"check-config in args":           {[]string{"extraArgs[0]=--check-config"}, "exit at once"},
+		"lookupTimeout above 10s":        {[]string{"webhook.lookupTimeout=11s"}, "lookupTimeout"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -75,8 +75,8 @@ func TestManifestsConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("placeholder config does not load: %v", err)
 	}
-	if cfg.URL != "https://xoa.example.com" || cfg.Token.Reveal() == "" {
-		t.Errorf("placeholder config: url %q, token set %v", cfg.URL, cfg.Token.Reveal() != "")
+	if cl := cfg.Clusters[0]; cl.URL != "https://xoa.example.com" || cl.Token.Reveal() == "" {
+		t.Errorf("placeholder config: url %q, token set %v", cl.URL, cl.Token.Reveal() != "")
 	}
 	for _, kind := range []string{"Deployment", "MutatingWebhookConfiguration", "Certificate", "ClusterRole", "Role", "PodDisruptionBudget"} {
 		if len(o.ofKind(kind)) == 0 {

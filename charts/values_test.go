@@ -2,6 +2,7 @@ package charts
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -113,7 +114,8 @@ func TestValuesMatchSchema(t *testing.T) {
 }
 
 // TestConfigSchemaMatchesConfigPackage checks that the schema of .Values.config has exactly the
-// keys the binary's config file has, at every level.
+// keys the binary's config file has, at every level: config.Config's, plus the single-server
+// form's (config.Cluster's at the top level), with clusters[] holding config.Cluster's.
 func TestConfigSchemaMatchesConfigPackage(t *testing.T) {
 	got := map[string]bool{}
 	var walk func(prefix string, s *schemaNode)
@@ -121,6 +123,9 @@ func TestConfigSchemaMatchesConfigPackage(t *testing.T) {
 		for k, sub := range s.Properties {
 			got[prefix+k] = true
 			walk(prefix+k+".", sub)
+			if sub.Items != nil {
+				walk(prefix+k+"[].", sub.Items)
+			}
 		}
 	}
 	walk("", loadSchema(t).Properties["config"])
@@ -135,12 +140,16 @@ func TestConfigSchemaMatchesConfigPackage(t *testing.T) {
 				continue
 			}
 			want[prefix+name] = true
-			if f.Type.Kind() == reflect.Struct {
+			switch {
+			case f.Type.Kind() == reflect.Struct:
 				fields(prefix+name+".", f.Type)
+			case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+				fields(prefix+name+"[].", f.Type.Elem())
 			}
 		}
 	}
 	fields("", reflect.TypeFor[config.Config]())
+	fields("", reflect.TypeFor[config.Cluster]())
 
 	for k := range want {
 		if !got[k] {
@@ -207,5 +216,134 @@ func TestCIValuesExercisedKeys(t *testing.T) {
 			}
 		}
 		walk("", doc.Content[0], schema)
+	}
+}
+
+// helperList returns the names a define block of _helpers.tpl lists, one per line as "- name"
+// or "name: ...".
+func helperList(t *testing.T, define string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(b), `{{- define "`+define+`" -}}`)
+	if !ok {
+		t.Fatalf("_helpers.tpl has no define %q", define)
+	}
+	body, _, _ = strings.Cut(body, "{{- end -}}")
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "- "), ":")
+		out = append(out, strings.TrimSpace(name))
+	}
+	return out
+}
+
+// TestExtraArgsMatchBinaryFlags passes each of the binary's flags through extraArgs: a flag the
+// chart sets must be refused (the binary would silently keep the last of the two), --check-config
+// too (the pod would exit at once), any other must reach the binary. The chart's lists of
+// upstream and passed flags are checked against the binary's flags the other way.
+func TestExtraArgsMatchBinaryFlags(t *testing.T) {
+	o := app.NewOptions()
+	fs := flag.NewFlagSet(chartName, flag.ContinueOnError)
+	o.AddFlags(fs)
+	// controller-runtime registers --kubeconfig on the command line of every binary using it.
+	isFlag := func(name string) bool {
+		return fs.Lookup(name) != nil || (name == "kubeconfig" && flag.Lookup(name) != nil)
+	}
+
+	// Every value that adds a flag, so that every chart-set flag shows.
+	_, c := deployment(t, render(t, "ci/config-values.yaml"))
+	fs.VisitAll(func(f *flag.Flag) {
+		t.Run(f.Name, func(t *testing.T) {
+			arg := "--" + f.Name + "=" + f.DefValue
+			values := filepath.Join(t.TempDir(), "values.yaml")
+			b, err := yaml.Marshal(map[string][]string{"extraArgs": {arg}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(values, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := runHelm(t, append(templateArgs(namespace, "ci/config-values.yaml"), "-f", values)...)
+			_, chartSet := flagValue(t, c.Args, f.Name)
+			switch {
+			case chartSet:
+				if err == nil || !strings.Contains(err.Error(), "is set by the chart") {
+					t.Errorf("%s, set by the chart, is not refused in extraArgs: %v", arg, err)
+				}
+			case f.Name == "check-config":
+				if err == nil || !strings.Contains(err.Error(), "exit at once") {
+					t.Errorf("%s is not refused in extraArgs: %v", arg, err)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("%s refused in extraArgs: %v", arg, err)
+				}
+				o, err := parseManifests([]byte(out))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, c := deployment(t, o)
+				if !slices.Contains(c.Args, arg) {
+					t.Errorf("%s not passed: %q", arg, c.Args)
+				}
+			}
+		})
+	})
+
+	for _, name := range helperList(t, "xoccm.chartFlags") {
+		if !isFlag(name) {
+			t.Errorf("xoccm.chartFlags lists %s, which is not a flag of the binary", name)
+		}
+	}
+	for _, name := range helperList(t, "xoccm.passFlags") {
+		if !isFlag(name) {
+			t.Errorf("xoccm.passFlags lists %s, which is not a flag of the binary", name)
+		}
+	}
+	for _, name := range helperList(t, "xoccm.upstreamFlags") {
+		if isFlag(name) {
+			t.Errorf("xoccm.upstreamFlags refuses %s, which is a flag of the binary", name)
+		}
+	}
+}
+
+// TestLookupTimeoutSchema checks webhook.lookupTimeout's schema against the binary's bound,
+// (0, 10s]: every value the schema accepts, the binary accepts; values outside the bound are
+// refused at render. The schema is stricter in form only (one number, one unit).
+func TestLookupTimeoutSchema(t *testing.T) {
+	cases := map[string]bool{
+		"1s": true, "10s": true, "10.0s": true, "9.999s": true, "0.5s": true, "500ms": true, "10000ms": true,
+		"1500.5ms": true, "100us": true, "100µs": true, "10000000us": true, "1ns": true, "10000000000ns": true,
+		"0s": false, "0.0s": false, "0ms": false, "10.5s": false, "11s": false, "10001ms": false, "10000001us": false,
+		"10000000001ns": false, "1m": false, "1h": false, "-1s": false, "1": false, "": false, "1 s": false,
+		"1s500ms": false, // valid and in bounds, but refused: the schema takes one unit
+	}
+	for value, accepted := range cases {
+		t.Run(value, func(t *testing.T) {
+			out, err := runHelm(t, templateArgs(namespace, "", "webhook.lookupTimeout="+value)...)
+			if (err == nil) != accepted {
+				t.Fatalf("rendered %v, want %v: %v", err == nil, accepted, err)
+			}
+			if !accepted {
+				if !strings.Contains(err.Error(), "lookupTimeout") {
+					t.Errorf("error does not name lookupTimeout: %v", err)
+				}
+				return
+			}
+			o, err := parseManifests([]byte(out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, c := deployment(t, o)
+			if got := mustFlag(t, c.Args, "webhook-lookup-timeout"); got != value {
+				t.Errorf("--webhook-lookup-timeout=%s, want %s", got, value)
+			}
+			if err := binaryFlags(c.Args); err != nil {
+				t.Errorf("the binary refuses %s: %v", value, err)
+			}
+		})
 	}
 }

@@ -1,21 +1,25 @@
 // Package config is the controller's configuration file: its types, Load (file and
 // environment), defaults, and validation that lists every problem at once.
 //
-// The file format is the upstream XO cloud controller manager's (url, insecure, token)
-// plus tokenFile, a CA bundle for private PKI and optional settings with safe defaults.
-// See testdata/example.yaml for every key.
+// The file format is the upstream XO cloud controller manager's single-server form (url,
+// insecure, token at the top level) or a clusters list of XO servers, plus optional settings
+// with safe defaults. See testdata/example.yaml for every key.
 //
-// The XO token is a Secret: it never appears in String or %v output, in JSON, or in an
-// error returned by this package.
+// The XO token is a Secret: it never appears in String or %v output, in JSON or YAML, or in
+// an error returned by this package.
 package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Environment variables read by Load, named as in the upstream XO cloud controller manager.
+// They apply to the single-server form only.
 const (
 	EnvURL      = "XOA_URL"
 	EnvToken    = "XOA_TOKEN"
@@ -34,37 +38,36 @@ const (
 	DefaultResyncPeriod = 10 * time.Minute
 	DefaultPollPeriod   = 30 * time.Second
 	DefaultStaleAfter   = 3 * time.Minute
+	DefaultSettleTime   = 30 * time.Second
 	// DefaultTagPrefix is the label-key prefix (and taint-key prefix) allowed from XO tags.
 	DefaultTagPrefix = "tag.k8s.xenorchestra/"
+)
+
+// Values of Topology.Region and Topology.Zone.
+const (
+	// RegionPoolID, the default, sets topology.kubernetes.io/region to the pool uuid, as the
+	// upstream XO cloud controller manager does.
+	RegionPoolID = "poolID"
+	// RegionPoolName uses the pool's name, sanitized.
+	RegionPoolName = "poolName"
+	// RegionServer uses the Region of the XO server (Cluster) the VM is on.
+	RegionServer = "server"
+	// ZoneHostID, the default, sets topology.kubernetes.io/zone to the host uuid.
+	ZoneHostID = "hostID"
+	// ZoneHostName uses the host's name, sanitized.
+	ZoneHostName = "hostName"
 )
 
 // Config is the controller's configuration. Load fills it from a file and the environment,
 // applies defaults and validates it; Default returns one with every default set.
 //
-// It marshals to JSON (and YAML through sigs.k8s.io/yaml) with durations as strings and the
-// token redacted.
+// It marshals to JSON (and YAML through sigs.k8s.io/yaml) with durations as strings and
+// tokens redacted.
 type Config struct {
-	// URL is XO's base URL, http or https, without a trailing slash; a base path (XO behind
-	// a reverse proxy) is kept. The client appends /rest/v0.
-	URL string `json:"url"`
-	// Insecure disables verification of XO's TLS certificate. Warnings reports it.
-	Insecure bool `json:"insecure"`
-	// Token is the XO authentication token in effect: from the file's token, the file named
-	// by TokenFile, or XOA_TOKEN.
-	Token Secret `json:"token,omitempty"`
-	// TokenFile is the file the token was read from, if any (resolved against the config
-	// file's directory). Load reads it once; its content is trimmed of surrounding space.
-	TokenFile string `json:"tokenFile,omitempty"`
-	// CAFile is a PEM bundle of CA certificates trusted for XO in addition to the system
-	// roots (resolved against the config file's directory). At most one of CAFile and
-	// CABundle is set.
-	CAFile string `json:"caFile,omitempty"`
-	// CABundle is the same as CAFile, inline.
-	CABundle string `json:"caBundle,omitempty"`
-	// RequestTimeout bounds each XO request. 1s to 5m, default 10s.
-	RequestTimeout time.Duration `json:"requestTimeout"`
-	// ListTimeout bounds a whole streamed listing (all VMs, ...). 10s to 30m, default 2m.
-	ListTimeout time.Duration `json:"listTimeout"`
+	// Clusters lists the XO servers. The single-server form (top-level url, token, ...) and
+	// the XOA_* environment give exactly one entry; the YAML list is `clusters:` (the
+	// Proxmox CCM's key).
+	Clusters []Cluster `json:"clusters"`
 	// Inventory tunes how the in-memory XO inventory is kept current.
 	Inventory Inventory `json:"inventory"`
 	// Labels says which label and taint keys XO tags may set.
@@ -73,6 +76,47 @@ type Config struct {
 	Addresses Addresses `json:"addresses"`
 	// Lifecycle holds optional node lifecycle behaviour.
 	Lifecycle Lifecycle `json:"lifecycle"`
+	// Topology chooses the values of the topology.kubernetes.io labels.
+	Topology Topology `json:"topology"`
+	// Nodes chooses the Nodes the controller leaves alone.
+	Nodes Nodes `json:"nodes"`
+}
+
+// Cluster is one XO server.
+type Cluster struct {
+	// Name identifies the server in metrics (label server) and logs; unique. Load sets it to
+	// the URL's host[:port] when empty.
+	Name string `json:"name"`
+	// URL is XO's base URL, http or https, with a lower-case scheme and host and without a
+	// trailing slash; a base path (XO behind a reverse proxy) is kept. The client appends
+	// /rest/v0.
+	URL string `json:"url"`
+	// Insecure disables verification of XO's TLS certificate. Warnings reports it.
+	Insecure bool `json:"insecure"`
+	// Token is the XO authentication token in effect: from the file's token, the file named
+	// by TokenFile, or XOA_TOKEN (single-server form only).
+	Token Secret `json:"token,omitempty"`
+	// TokenFile is the file the token was read from, if any (resolved against the config
+	// file's directory). Load reads it once; its content is trimmed of surrounding space.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// CAFile is a PEM bundle of CA certificates trusted for XO in addition to the system
+	// roots (resolved against the config file's directory). At most one of CAFile and
+	// CABundle is set. Validated even when Insecure is set (then unused).
+	CAFile string `json:"caFile,omitempty"`
+	// CABundle is the same as CAFile, inline.
+	CABundle string `json:"caBundle,omitempty"`
+	// RequestTimeout bounds each XO request. 1s to 5m; the top-level requestTimeout, itself
+	// 10s by default, is the default of every entry.
+	RequestTimeout time.Duration `json:"requestTimeout"`
+	// ListTimeout bounds a whole streamed listing (all VMs, ...). 10s to 30m; the top-level
+	// listTimeout, itself 2m by default, is the default of every entry.
+	ListTimeout time.Duration `json:"listTimeout"`
+	// Region is the topology.kubernetes.io/region value of this server's Nodes when
+	// Topology.Region is RegionServer; a valid label value.
+	Region string `json:"region,omitempty"`
+	// Pools, when not empty, limits the server to the pools hosting Nodes: pool uuids or pool
+	// names (exact, case-sensitive). A pool is in at most one server's scope.
+	Pools []string `json:"pools,omitempty"`
 }
 
 // Inventory tunes the refresh of the XO inventory.
@@ -84,6 +128,10 @@ type Inventory struct {
 	// StaleAfter is the age of the last successful refresh beyond which the inventory counts
 	// as stale. Greater than PollPeriod; default 3m.
 	StaleAfter time.Duration `json:"staleAfter"`
+	// SettleTime: a pool that (re)connected is not trusted for absence or uniqueness until it
+	// has been connected this long and seen in a full listing after that, and a VM's absence
+	// must last this long before its Node may be deleted. 1s to 10m, default 30s.
+	SettleTime time.Duration `json:"settleTime"`
 }
 
 // Labels lists the key prefixes XO tags may use. Each prefix is "<dns-subdomain>/" or
@@ -113,30 +161,56 @@ type Lifecycle struct {
 	OutOfServiceTaint bool `json:"outOfServiceTaint"`
 }
 
-// Default returns a Config with every optional setting at its default. URL and the token
-// are left empty: Validate reports them missing.
+// Topology chooses the topology.kubernetes.io label values.
+type Topology struct {
+	// Region is RegionPoolID (default), RegionPoolName or RegionServer.
+	Region string `json:"region"`
+	// Zone is ZoneHostID (default) or ZoneHostName.
+	Zone string `json:"zone"`
+}
+
+// Nodes chooses the Nodes the controller leaves alone.
+type Nodes struct {
+	// IgnoreSelector is a Kubernetes label selector (labels.Parse syntax); Nodes matching it
+	// are left alone entirely. Nodes labelled node.k8s.xenorchestra/ignore=true are always
+	// left alone. Empty: none besides those.
+	IgnoreSelector string `json:"ignoreSelector"`
+}
+
+// Default returns a Config with every optional setting at its default and no cluster:
+// Validate reports clusters missing.
 func Default() *Config {
 	return &Config{
-		RequestTimeout: DefaultRequestTimeout,
-		ListTimeout:    DefaultListTimeout,
 		Inventory: Inventory{
 			ResyncPeriod: DefaultResyncPeriod,
 			PollPeriod:   DefaultPollPeriod,
 			StaleAfter:   DefaultStaleAfter,
+			SettleTime:   DefaultSettleTime,
 		},
 		Labels: Labels{
 			TagLabelPrefixes: []string{DefaultTagPrefix},
 			TagTaintPrefixes: []string{DefaultTagPrefix},
 		},
 		Addresses: Addresses{InternalCIDRs: []string{}, ExternalCIDRs: []string{}},
+		Topology:  Topology{Region: RegionPoolID, Zone: ZoneHostID},
 	}
 }
 
-// MarshalJSON writes RequestTimeout and ListTimeout as duration strings; the token is redacted
-// by Secret.
-func (c Config) MarshalJSON() ([]byte, error) {
-	// plain has Config's fields but not this method; the outer fields shadow their namesakes.
-	type plain Config
+// Effective returns c as YAML with durations as strings and tokens redacted, for display
+// (it does not load back: a redacted token is no token).
+func (c *Config) Effective() ([]byte, error) {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return b, nil
+}
+
+// MarshalJSON writes RequestTimeout and ListTimeout as duration strings; the token is
+// redacted by Secret.
+func (c Cluster) MarshalJSON() ([]byte, error) {
+	// plain has Cluster's fields but not this method; the outer fields shadow their namesakes.
+	type plain Cluster
 	return json.Marshal(struct {
 		plain
 		RequestTimeout string `json:"requestTimeout"`
@@ -150,7 +224,8 @@ func (i Inventory) MarshalJSON() ([]byte, error) {
 		ResyncPeriod string `json:"resyncPeriod"`
 		PollPeriod   string `json:"pollPeriod"`
 		StaleAfter   string `json:"staleAfter"`
-	}{i.ResyncPeriod.String(), i.PollPeriod.String(), i.StaleAfter.String()})
+		SettleTime   string `json:"settleTime"`
+	}{i.ResyncPeriod.String(), i.PollPeriod.String(), i.StaleAfter.String(), i.SettleTime.String()})
 }
 
 // InternalPrefixes returns InternalCIDRs parsed; entries that do not parse are skipped

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -45,30 +47,42 @@ func FuzzLoad(f *testing.F) {
 		"url: [\ntoken: @T@\n",
 		"- @T@\n",
 		"a: &x [*x]\n",
+		"token: *@T@\n",
+		"url: https://xoa.example.com\n---\ntoken: @T@\n",
+		"clusters:\n- {url: https://a.example.com, token: @T@, pools: [p, @T@], region: @T@}\n- url: https://b.example.com\n  tokenFile: /tok\n  name: @T@\n",
+		"clusters: &c [{url: https://a, token: @T@}, *c]\ntopology: {region: server, zone: @T@}\nnodes: {ignoreSelector: \"@T@ in (\"}\n",
+		"inventory: {settleTime: @T@}\nclusters: []\nurl: https://x\n",
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc := bytes.ReplaceAll(data, []byte("@T@"), []byte(fuzzSecret))
-		l := loader{readFile: fuzzReadFile, dir: "/cfg"}
-
 		// With the secret as XOA_TOKEN, the loader knows it is a secret whatever the file
 		// does with it: no error may hold it.
-		l.env = envOf(EnvToken, fuzzSecret)
-		cfg, err := l.load(doc)
+		cfg, err := load(doc, "/cfg", envOf(EnvToken, fuzzSecret), fuzzReadFile)
 		checkLoadResult(t, cfg, err, true)
 
-		// From the file alone: the secret must not leak when the file makes it the token.
-		l.env = nil
-		cfg, err = l.load(doc)
-		var m map[string]any
-		isToken := false
-		if yaml.Unmarshal(doc, &m) == nil {
-			tf, _ := m["tokenFile"].(string)
-			isToken = m["token"] == fuzzSecret || m["password"] == fuzzSecret || tf == "tok" || tf == "/tok"
-		}
-		checkLoadResult(t, cfg, err, isToken)
+		// From the file alone: the secret must not leak when the file makes it a token.
+		cfg, err = load(doc, "/cfg", nil, fuzzReadFile)
+		checkLoadResult(t, cfg, err, isToken(doc))
 	})
+}
+
+// isToken reports whether doc makes fuzzSecret a token or password (single form or clusters
+// entry), as the loader understands it.
+func isToken(doc []byte) bool {
+	var m struct {
+		Token, Password, TokenFile string
+		Clusters                   []struct{ Token, TokenFile string }
+	}
+	// Lax: a doc the loader refuses may still set the token.
+	_ = yaml.Unmarshal(doc, &m)
+	is := func(tok, tf string) bool { return tok == fuzzSecret || tf == "tok" || tf == "/tok" }
+	found := is(m.Token, m.TokenFile) || m.Password == fuzzSecret
+	for _, c := range m.Clusters {
+		found = found || is(c.Token, c.TokenFile)
+	}
+	return found
 }
 
 func checkLoadResult(t *testing.T, cfg *Config, err error, secret bool) {
@@ -77,30 +91,43 @@ func checkLoadResult(t *testing.T, cfg *Config, err error, secret bool) {
 		t.Fatalf("load returned config %v and error %v", cfg != nil, err)
 	}
 	if err != nil {
-		var errs Errors
-		if !errors.As(err, &errs) || len(errs) == 0 {
-			t.Fatalf("error %v (%T) is no Errors", err, err)
-		}
-		for _, e := range errs {
-			if e.Message == "" {
-				t.Errorf("problem at %q has no message", e.Path)
+		var agg utilerrors.Aggregate
+		if errors.As(err, &agg) {
+			for _, e := range agg.Errors() {
+				var fe *field.Error
+				if !errors.As(e, &fe) || fe.Field == "" || fe.ErrorBody() == "" {
+					t.Errorf("problem %v (%T) names no key or says nothing", e, e)
+				}
 			}
+		}
+		if err.Error() == "" {
+			t.Error("empty error")
 		}
 		if secret && strings.Contains(err.Error(), fuzzSecret) {
 			t.Fatalf("error leaks the token: %v", err)
 		}
 		return
 	}
+	if len(cfg.Clusters) == 0 {
+		t.Fatal("loaded config has no cluster")
+	}
 	if err := cfg.Validate(); err != nil && !strings.Contains(err.Error(), "caFile") {
 		t.Errorf("loaded config does not validate: %v", err)
 	}
-	// Only the token field of a copy: the fuzzer may put the secret in other fields too.
-	c := Config{Token: cfg.Token, RequestTimeout: cfg.RequestTimeout, Inventory: cfg.Inventory}
+	// Only the token fields of a copy: the fuzzer may put the secret in other fields too.
+	c := Config{Inventory: cfg.Inventory}
+	for _, cl := range cfg.Clusters {
+		c.Clusters = append(c.Clusters, Cluster{Token: cl.Token, RequestTimeout: cl.RequestTimeout})
+	}
 	j, err := json.Marshal(c)
 	if err != nil {
 		t.Fatalf("json.Marshal: %v", err)
 	}
-	out := string(j) + fmt.Sprintf("%v %+v %#v %s", c, c, c, c.Token)
+	y, err := c.Effective()
+	if err != nil {
+		t.Fatalf("Effective: %v", err)
+	}
+	out := string(j) + string(y) + fmt.Sprintf("%v %+v %#v %s", c, c, c, c.Clusters[0].Token)
 	if strings.Contains(out, fuzzSecret) {
 		t.Fatalf("printed config leaks the token: %s", out)
 	}

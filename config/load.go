@@ -2,17 +2,20 @@ package config
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/agext/levenshtein"
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // userPasswordMessage explains why username and password are refused. XO accepts HTTP Basic
@@ -25,28 +28,33 @@ const userPasswordMessage = "username/password login is not supported by this co
 // the defaults, and validates the result. path "" means the environment only; env nil means
 // no environment (pass os.Getenv in production).
 //
-// Precedence: the file wins. An environment variable fills only a key the file leaves
-// unset (absent, null or ""): XOA_URL fills url; XOA_TOKEN fills token unless the file sets
-// token or tokenFile; XOA_INSECURE fills insecure (true/false, as strconv.ParseBool).
-// username, password, XOA_USER and XOA_PASSWORD are recognised and rejected: the
-// controller authenticates with a token only. Relative tokenFile and caFile paths are
-// resolved against the config file's directory.
+// The file holds one YAML document, in one of two forms. The single-server form has the
+// server's keys at the top level (url, token, ...); the environment fills only those it
+// leaves unset (absent, null or ""): XOA_URL fills url; XOA_TOKEN fills token unless the file
+// sets token or tokenFile; XOA_INSECURE fills insecure (true/false, as strconv.ParseBool). The
+// clusters form lists the servers under clusters; XOA_URL, XOA_TOKEN and XOA_INSECURE are then
+// errors, not silently ignored. username, password, XOA_USER and XOA_PASSWORD are recognised
+// and rejected: the controller authenticates with a token only. Relative tokenFile and caFile
+// paths are resolved against the config file's directory.
 //
-// On failure Load returns a nil Config and an error: the read error when the file cannot
-// be read, else one wrapping Errors, which lists every problem, each naming its key
-// (unknown keys at any depth included). No error holds the token. Call Warnings on the
-// result and log them.
+// On failure Load returns a nil Config and an error: the read error when the file cannot be
+// read; the parser's error when it is not one YAML document whose root is a mapping; else a
+// utilerrors.Aggregate of *field.Error listing every problem, each naming its key (unknown
+// keys at any depth included). No error holds the token. Call Warnings on the result and log
+// them.
 func Load(path string, env func(string) string) (*Config, error) {
-	l := loader{env: env, readFile: readRegularFile}
-	var data []byte
+	var (
+		data []byte
+		dir  string
+	)
 	if path != "" {
 		b, err := readRegularFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		data, l.dir = b, filepath.Dir(path)
+		data, dir = b, filepath.Dir(path)
 	}
-	c, err := l.load(data)
+	c, err := load(data, dir, env, readRegularFile)
 	if err != nil {
 		if path == "" {
 			return nil, fmt.Errorf("config from environment: %w", err)
@@ -56,474 +64,394 @@ func Load(path string, env func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// loader is Load without the file system, so that tests and the fuzzer control every read.
-type loader struct {
-	env      func(string) string
-	readFile func(string) ([]byte, error)
-	// dir resolves relative tokenFile and caFile paths; "" leaves them relative to the
-	// working directory.
-	dir string
+// file is the YAML document: Config's sections, the single-server form's keys (Cluster's, at
+// the top level) and the refused username and password.
+type file struct {
+	Config
+	Cluster
+	Username string `json:"username"`
+	Password Secret `json:"password"`
 }
 
-// fileKeys records which keys the file set, so the environment fills only the others.
-type fileKeys struct {
-	url, token, tokenFile, insecure bool
-}
+// singleKeys are the top-level keys of the single-server form, which clusters replaces.
+// requestTimeout and listTimeout are not among them: in both forms they are the defaults.
+var singleKeys = []string{"name", "url", "insecure", "token", "tokenFile", "caFile", "caBundle", "region", "pools"}
 
-func (l *loader) load(data []byte) (*Config, error) {
-	env := l.env
+// load is Load without the file system, so that tests and the fuzzer control every read.
+// dir resolves relative tokenFile and caFile paths ("" leaves them relative).
+func load(data []byte, dir string, env func(string) string, readFile func(string) ([]byte, error)) (*Config, error) {
 	if env == nil {
 		env = func(string) string { return "" }
 	}
-	var p problems
-	// Every value that may be a secret, redacted from the messages at the end.
-	secrets := scanSecrets(data)
-	secrets = append(secrets, env(EnvToken), env(EnvPassword))
-
-	doc, ok := parseDoc(data, &p)
-	if !ok {
-		p.list.redact(secrets)
-		return nil, p.err()
+	secrets := []string{env(EnvToken), env(EnvPassword)}
+	root, err := parse(data)
+	if err != nil {
+		// Not wrapped: the parser's message may quote the token (*<token>, an unknown alias).
+		return nil, errors.New(redactor(append(secrets, scanSecrets(data)...)).Replace(err.Error()))
 	}
-	for _, k := range []string{"token", "password"} {
-		if s, ok := doc[k].(string); ok {
-			secrets = append(secrets, s)
-		}
+	f := file{Config: *Default(), Cluster: Cluster{RequestTimeout: DefaultRequestTimeout, ListTimeout: DefaultListTimeout}}
+	d := decoder{set: map[string]bool{}, budget: maxValues}
+	if root != nil {
+		d.decode(root, reflect.ValueOf(&f).Elem(), nil)
 	}
-
-	c := Default()
-	set := decode(doc, c, &p)
-	if p.has("tokenFile") {
-		p.bad["token"] = true // no "token: required" on top of a bad tokenFile
-	}
-
-	// Paths whose value came from elsewhere than the key of that name.
+	errs := d.errs
+	c := &f.Config
+	// rename maps the path of a value to the name the user gave it: an environment variable,
+	// tokenFile for a token read from it, the top-level default of a timeout.
 	rename := map[string]string{}
-	if !set.url {
-		if v := strings.TrimSpace(env(EnvURL)); v != "" {
-			c.URL, rename["url"] = v, EnvURL
+	single := !d.set["clusters"]
+	if single {
+		errs = append(errs, f.fromEnv(env, d.set["insecure"], rename)...)
+		c.Clusters = []Cluster{f.Cluster}
+	} else {
+		for _, k := range singleKeys {
+			if d.set[k] {
+				errs = append(errs, field.Forbidden(field.NewPath(k), "belongs to the single-server form: with clusters, set it in each entry"))
+			}
 		}
-	}
-	if !set.token && !set.tokenFile {
-		// Trimmed: a Secret made with kubectl --from-file often ends in a newline.
-		if v := strings.TrimSpace(env(EnvToken)); v != "" {
-			c.Token, rename["token"] = Secret(v), EnvToken
+		for _, name := range []string{EnvURL, EnvToken, EnvInsecure} {
+			if env(name) != "" {
+				errs = append(errs, field.Forbidden(field.NewPath(name), "applies to the single-server form only: with clusters, set each entry's keys"))
+			}
 		}
-	}
-	if !set.insecure {
-		if v := env(EnvInsecure); v != "" {
-			if b, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil {
-				p.add(EnvInsecure, "%s is not a boolean (want true or false)", quote(v))
-			} else {
-				c.Insecure = b
+		for i := range c.Clusters {
+			cl, p := &c.Clusters[i], field.NewPath("clusters").Index(i)
+			if path := p.Child("requestTimeout").String(); !d.set[path] {
+				cl.RequestTimeout, rename[path] = f.RequestTimeout, "requestTimeout"
+			}
+			if path := p.Child("listTimeout").String(); !d.set[path] {
+				cl.ListTimeout, rename[path] = f.ListTimeout, "listTimeout"
 			}
 		}
 	}
 	for _, name := range []string{EnvUser, EnvPassword} {
 		if env(name) != "" {
-			p.add(name, "%s", userPasswordMessage)
+			errs = append(errs, field.Forbidden(field.NewPath(name), userPasswordMessage))
 		}
 	}
+	if f.Username != "" {
+		errs = append(errs, field.Forbidden(field.NewPath("username"), userPasswordMessage))
+	}
+	if f.Password != "" {
+		errs = append(errs, field.Forbidden(field.NewPath("password"), userPasswordMessage))
+		secrets = append(secrets, string(f.Password))
+	}
+	for i := range c.Clusters {
+		p := field.NewPath("clusters").Index(i)
+		// A token from a token file, or missing for want of a usable one, is the file's problem.
+		if tf := p.Child("tokenFile").String(); d.set[tf] || single && d.set["tokenFile"] {
+			rename[p.Child("token").String()] = tf
+		}
+		errs, secrets = c.Clusters[i].readFiles(p, dir, readFile, errs, secrets)
+	}
 
-	if c.TokenFile != "" {
-		c.TokenFile = l.resolve(c.TokenFile)
-		if set.token {
-			p.add("tokenFile", "set either token or tokenFile, not both")
-			p.bad["token"] = true
-		} else if b, err := l.readFile(c.TokenFile); err != nil {
-			p.add("tokenFile", "%v", err)
-			p.bad["token"] = true
-		} else {
-			tok := strings.TrimSpace(string(b))
-			secrets = append(secrets, tok)
-			if tok == "" {
-				p.add("tokenFile", "%s is empty", c.TokenFile)
-				p.bad["token"] = true
-			}
-			c.Token, rename["token"] = Secret(tok), "tokenFile"
+	// A value with a problem already (ill-typed, unreadable token file) is not validated again.
+	verrs := c.validate(readFile)
+	for _, e := range slices.Concat(errs, verrs) {
+		if to, ok := rename[e.Field]; ok {
+			e.Field = to
+		}
+		if single {
+			e.Field = strings.TrimPrefix(e.Field, "clusters[0].")
+			e.Detail = strings.ReplaceAll(e.Detail, "clusters[0].", "")
 		}
 	}
-	if c.CAFile != "" {
-		c.CAFile = l.resolve(c.CAFile)
+	bad := map[string]bool{}
+	for _, e := range errs {
+		bad[e.Field] = true
 	}
-
-	c.validate(&p, l.readFile)
-
-	for _, fe := range p.list {
-		if to, ok := rename[fe.Path]; ok {
-			fe.Path = to
+	for _, e := range verrs {
+		if !covered(e.Field, bad) {
+			errs = append(errs, e)
 		}
 	}
-	p.list.redact(secrets)
-	p.list.sort()
-	if err := p.err(); err != nil {
-		return nil, err
+	for _, cl := range c.Clusters {
+		secrets = append(secrets, string(cl.Token))
 	}
-	c.URL, _ = normalizeURL(c.URL)
+	redact(errs, redactor(secrets))
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		cl.URL, _ = normalizeURL(cl.URL)
+		cl.Name = cl.name()
+	}
 	return c, nil
 }
 
-func (l *loader) resolve(name string) string {
-	if l.dir == "" || filepath.IsAbs(name) {
-		return name
+// fromEnv fills the single-server keys the file leaves unset from the environment, recording
+// in rename the values that came from there. insecureSet tells whether the file sets insecure.
+func (f *file) fromEnv(env func(string) string, insecureSet bool, rename map[string]string) field.ErrorList {
+	if v := strings.TrimSpace(env(EnvURL)); f.URL == "" && v != "" {
+		f.URL, rename["clusters[0].url"] = v, EnvURL
 	}
-	return filepath.Join(l.dir, name)
+	// Trimmed: a Secret made with kubectl --from-file often ends in a newline.
+	if v := strings.TrimSpace(env(EnvToken)); f.Token == "" && f.TokenFile == "" && v != "" {
+		f.Token, rename["clusters[0].token"] = Secret(v), EnvToken
+	}
+	if v := env(EnvInsecure); !insecureSet && v != "" {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return field.ErrorList{field.Invalid(field.NewPath(EnvInsecure), v, "must be true or false")}
+		}
+		f.Insecure = b
+	}
+	return nil
 }
 
-// parseDoc decodes YAML (a superset of JSON) to a generic map. A file without content is
-// an empty map. The second result is false when the file cannot be used at all.
-func parseDoc(data []byte, p *problems) (doc map[string]any, ok bool) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return map[string]any{}, true
+// readFiles resolves c's file names against dir and reads its token file, if any, into Token.
+// It returns errs and secrets with its own problems and the token read added.
+func (c *Cluster) readFiles(p *field.Path, dir string, readFile func(string) ([]byte, error),
+	errs field.ErrorList, secrets []string) (field.ErrorList, []string) {
+	if c.CAFile != "" && dir != "" && !filepath.IsAbs(c.CAFile) {
+		c.CAFile = filepath.Join(dir, c.CAFile)
 	}
-	defer func() {
-		// The YAML library re-panics what it does not expect; a config file must not crash
-		// the process with a stack trace.
-		if r := recover(); r != nil {
-			p.add("", "invalid YAML")
-			doc, ok = nil, false
-		}
-	}()
-	// Strict: a key given twice is an error, not a silent last-wins.
-	j, err := yaml.YAMLToJSONStrict(data)
+	if c.TokenFile == "" {
+		return errs, secrets
+	}
+	if dir != "" && !filepath.IsAbs(c.TokenFile) {
+		c.TokenFile = filepath.Join(dir, c.TokenFile)
+	}
+	tf := p.Child("tokenFile")
+	if c.Token != "" {
+		return append(errs, field.Forbidden(tf, "set either token or tokenFile, not both")), secrets
+	}
+	b, err := readFile(c.TokenFile)
 	if err != nil {
-		p.add("", "invalid YAML: %s", sanitizeYAMLError(err))
-		return nil, false
+		return append(errs, field.Invalid(tf, field.OmitValueType{}, err.Error())), secrets
 	}
-	var v any
-	if err := json.Unmarshal(j, &v); err != nil {
-		p.add("", "invalid YAML: %s", sanitizeYAMLError(err))
-		return nil, false
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return append(errs, field.Invalid(tf, c.TokenFile, "the file is empty")), secrets
 	}
-	switch v := v.(type) {
-	case nil:
-		return map[string]any{}, true
-	case map[string]any:
-		return v, true
-	default:
-		p.add("", "the file must be a mapping of keys (url: ..., token: ...), not %s", kind(v))
-		return nil, false
-	}
+	c.Token = Secret(tok)
+	return errs, append(secrets, tok)
 }
 
-var (
-	backticked = regexp.MustCompile("`[^`]*`")
-	quotedName = regexp.MustCompile(`'[^']*'`)
-	spaces     = regexp.MustCompile(`\s+`)
-)
-
-// sanitizeYAMLError removes the values a YAML error may echo (a scalar that does not decode
-// as its tag, an anchor name, a non-string map key): the value may be the token. The line
-// number stays.
-func sanitizeYAMLError(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-	msg = backticked.ReplaceAllString(msg, "<value hidden>")
-	msg = quotedName.ReplaceAllString(msg, "<name hidden>")
-	for _, cut := range []string{"invalid map key", "unsupported map key"} {
-		if i := strings.Index(msg, cut); i >= 0 {
-			msg = msg[:i] + cut + " (keys must be strings)"
+// covered reports whether path, or a key or list that holds it, is in bad.
+func covered(path string, bad map[string]bool) bool {
+	for {
+		if bad[path] {
+			return true
 		}
-	}
-	return strings.TrimSpace(spaces.ReplaceAllString(msg, " "))
-}
-
-var (
-	secretLine = regexp.MustCompile(`(?m)^[\s\-?{,]*["']?(?:token|password)["']?[ \t]*:[ \t]*(.*)$`)
-	secretJSON = regexp.MustCompile(`["']?(?:token|password)["']?\s*:\s*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')`)
-)
-
-// scanSecrets finds, in the raw text, what looks like the value of a token or password key.
-// It serves when the YAML does not parse: the parsed values are added later when it does.
-func scanSecrets(data []byte) []string {
-	var out []string
-	addValue := func(v string) {
-		v = strings.TrimSpace(v)
-		if i := strings.Index(v, " #"); i >= 0 {
-			v = strings.TrimSpace(v[:i])
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return false
 		}
-		out = append(out, v, strings.Trim(v, `"'`))
+		path = path[:i]
 	}
-	for _, m := range secretLine.FindAllSubmatch(data, -1) {
-		addValue(string(m[1]))
-	}
-	for _, m := range secretJSON.FindAllSubmatch(data, -1) {
-		out = append(out, string(m[1]), string(m[2]))
-	}
-	return out
 }
 
-// Known keys, in the order they are decoded and reported.
-var (
-	topKeys = []string{"url", "insecure", "token", "tokenFile", "caFile", "caBundle", "requestTimeout",
-		"listTimeout", "inventory", "labels", "addresses", "lifecycle", "username", "password"}
-	inventoryKeys = []string{"resyncPeriod", "pollPeriod", "staleAfter"}
-	labelsKeys    = []string{"tagLabelPrefixes", "tagTaintPrefixes"}
-	addressesKeys = []string{"internalCIDRs", "externalCIDRs"}
-	lifecycleKeys = []string{"outOfServiceTaint"}
-)
-
-// decode copies the document's values onto c (which holds the defaults), reporting unknown
-// keys and type errors. A null value leaves the default; so does "" for url and token,
-// which lets the environment fill them.
-func decode(doc map[string]any, c *Config, p *problems) fileKeys {
-	d := decoder{p: p}
-	top := section{m: doc}
-	var set fileKeys
-	d.unknown(top, topKeys)
-	if v, ok := d.str(top, "url"); ok && v != "" {
-		c.URL, set.url = v, true
+// parse decodes data as one YAML document (JSON is YAML) whose root is a mapping. It returns
+// nil for a file without content.
+func parse(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc, next yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	if v, ok := d.boolean(top, "insecure"); ok {
-		c.Insecure, set.insecure = v, true
+	// The rest of a multi-document file would otherwise be ignored without a word.
+	if err := dec.Decode(&next); err == nil {
+		return nil, fmt.Errorf("the file holds several YAML documents (the second starts on line %d): put every key in one", next.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	if v, ok := d.str(top, "token"); ok && v != "" {
-		c.Token, set.token = Secret(v), true
+	if len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
+		return nil, nil
 	}
-	if v, ok := d.str(top, "tokenFile"); ok && v != "" {
-		c.TokenFile, set.tokenFile = v, true
+	if root := doc.Content[0]; root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: the file must be a mapping of keys (url: ..., token: ...), not %s", root.Line, kind(root))
 	}
-	// A present but ill-typed key is still set: the environment must not paper over it.
-	set.url = set.url || p.has("url")
-	set.token = set.token || p.has("token")
-	set.tokenFile = set.tokenFile || p.has("tokenFile")
-	set.insecure = set.insecure || p.has("insecure")
-
-	if v, ok := d.str(top, "caFile"); ok {
-		c.CAFile = v
-	}
-	if v, ok := d.str(top, "caBundle"); ok {
-		c.CABundle = v
-	}
-	d.duration(top, "requestTimeout", &c.RequestTimeout)
-	d.duration(top, "listTimeout", &c.ListTimeout)
-	for _, k := range []string{"username", "password"} {
-		if v, ok := top.get(k); ok && v != "" {
-			p.add(k, "%s", userPasswordMessage)
-		}
-	}
-
-	if s, ok := d.object(top, "inventory", inventoryKeys); ok {
-		d.duration(s, "resyncPeriod", &c.Inventory.ResyncPeriod)
-		d.duration(s, "pollPeriod", &c.Inventory.PollPeriod)
-		d.duration(s, "staleAfter", &c.Inventory.StaleAfter)
-	}
-	if s, ok := d.object(top, "labels", labelsKeys); ok {
-		d.strings(s, "tagLabelPrefixes", &c.Labels.TagLabelPrefixes)
-		d.strings(s, "tagTaintPrefixes", &c.Labels.TagTaintPrefixes)
-	}
-	if s, ok := d.object(top, "addresses", addressesKeys); ok {
-		d.strings(s, "internalCIDRs", &c.Addresses.InternalCIDRs)
-		d.strings(s, "externalCIDRs", &c.Addresses.ExternalCIDRs)
-	}
-	if s, ok := d.object(top, "lifecycle", lifecycleKeys); ok {
-		if v, ok := d.boolean(s, "outOfServiceTaint"); ok {
-			c.Lifecycle.OutOfServiceTaint = v
-		}
-	}
-	return set
+	return doc.Content[0], nil
 }
 
-// section is a map of the document with its key path ("" for the top level).
-type section struct {
-	m    map[string]any
-	path string
-}
+// maxValues bounds the values decoded, each use of an alias counted: a few aliases to aliases
+// can make a small file expand enormously.
+const maxValues = 100_000
 
-// get returns the value under key; absent and null are both "not set".
-func (s section) get(key string) (any, bool) {
-	v, present := s.m[key]
-	return v, present && v != nil
-}
-
-// decoder reads typed values out of the generic document, naming each key by its full
-// path. Its messages never quote the value of a key of the wrong type.
+// decoder sets typed values from a YAML node tree, by their JSON key names. yaml.v3's own
+// strict decoding (KnownFields) names a problem by line and Go type only: this one reports
+// every unknown key (with a hint when it looks misspelt), key given twice and ill-typed
+// value at its key path and line, and goes on.
 type decoder struct {
-	p *problems
+	errs field.ErrorList
+	// set holds the paths of the keys set to something other than null.
+	set    map[string]bool
+	budget int
 }
 
-// object returns the section under key; ok is false when it is absent, null or not a
-// mapping (reported). It reports the section's unknown keys.
-func (d *decoder) object(s section, key string, known []string) (section, bool) {
-	v, ok := s.get(key)
-	if !ok {
-		return section{}, false
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
+	if d.budget--; d.budget < 0 {
+		if d.budget == -1 {
+			d.errs = append(d.errs, field.Invalid(path, field.OmitValueType{},
+				fmt.Sprintf("line %d: the file expands to more than %d values (through aliases)", n.Line, maxValues)))
+		}
+		return
 	}
-	path := joinPath(s.path, key)
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.p.add(path, "must be a mapping of keys, not %s", kind(v))
-		return section{}, false
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
 	}
-	sub := section{m: m, path: path}
-	d.unknown(sub, known)
-	return sub, true
+	if n.ShortTag() == "!!null" {
+		return // null keeps the default
+	}
+	d.set[path.String()] = true
+	switch {
+	case v.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		d.mapping(n, v, path)
+	case v.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		v.Set(reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content)))
+		for i, item := range n.Content {
+			d.decode(item, v.Index(i), path.Index(i))
+		}
+	case v.Kind() == reflect.Struct || v.Kind() == reflect.Slice || n.Decode(v.Addr().Interface()) != nil:
+		var value any = field.OmitValueType{}
+		if n.Kind == yaml.ScalarNode && v.Type() != reflect.TypeFor[Secret]() {
+			value = n.Value
+		}
+		detail := fmt.Sprintf("line %d: must be %s", n.Line, wants(v.Type()))
+		if k := kind(n); k != "a string" {
+			detail += ", not " + k
+		}
+		d.errs = append(d.errs, field.Invalid(path, value, detail))
+	}
 }
 
-// unknown reports every key of s that is not in known, sorted, with a hint when one is close.
-func (d *decoder) unknown(s section, known []string) {
-	var bad []string
-	for k := range s.m {
-		if !slices.Contains(known, k) {
-			bad = append(bad, k)
+func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path *field.Path) {
+	known := map[string][]int{}
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && !f.Anonymous {
+			known[name] = f.Index
 		}
 	}
-	sort.Strings(bad)
-	for _, k := range bad {
-		msg := "unknown key"
-		if s.path == "" && k == "clientTimeout" {
-			// The upstream shared library's name for it.
-			msg += "; use requestTimeout"
-		} else if hint := suggest(k, known); hint != "" {
-			msg += fmt.Sprintf(" (did you mean %s?)", hint)
-		}
-		d.p.add(joinPath(s.path, k), "%s", msg)
-	}
-}
-
-func (d *decoder) str(s section, key string) (string, bool) {
-	v, ok := s.get(key)
-	if !ok {
-		return "", false
-	}
-	str, ok := v.(string)
-	if !ok {
-		d.p.add(joinPath(s.path, key), "must be a string, not %s%s", kind(v), quoteHint(v))
-		return "", false
-	}
-	return str, true
-}
-
-func (d *decoder) boolean(s section, key string) (bool, bool) {
-	v, ok := s.get(key)
-	if !ok {
-		return false, false
-	}
-	b, ok := v.(bool)
-	if !ok {
-		d.p.add(joinPath(s.path, key), "must be true or false, not %s", kind(v))
-		return false, false
-	}
-	return b, true
-}
-
-func (d *decoder) duration(s section, key string, out *time.Duration) {
-	v, ok := s.get(key)
-	if !ok {
-		return
-	}
-	str, ok := v.(string)
-	if !ok {
-		d.p.add(joinPath(s.path, key), `must be a duration string such as "30s" or "5m", not %s`, kind(v))
-		return
-	}
-	dur, err := time.ParseDuration(str)
-	if err != nil {
-		d.p.add(joinPath(s.path, key), `%s is not a duration (use e.g. "30s", "5m", "1h")`, quote(str))
-		return
-	}
-	*out = dur
-}
-
-func (d *decoder) strings(s section, key string, out *[]string) {
-	v, ok := s.get(key)
-	if !ok {
-		return
-	}
-	path := joinPath(s.path, key)
-	list, ok := v.([]any)
-	if !ok {
-		d.p.add(path, "must be a list of strings, not %s", kind(v))
-		return
-	}
-	res := make([]string, 0, len(list))
-	good := true
-	for i, e := range list {
-		str, ok := e.(string)
-		if !ok {
-			d.p.add(fmt.Sprintf("%s[%d]", path, i), "must be a string, not %s%s", kind(e), quoteHint(e))
-			good = false
+	lines := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		p := path.Child(keyName(k.Value))
+		if k.Kind != yaml.ScalarNode {
+			// "?" introduces such a key in YAML.
+			d.errs = append(d.errs, field.Invalid(path.Child("?"), field.OmitValueType{}, fmt.Sprintf("line %d: a key must be a string, not %s", k.Line, kind(k))))
 			continue
 		}
-		res = append(res, str)
-	}
-	if good {
-		*out = res
+		if first := lines[k.Value]; first > 0 {
+			e := field.Duplicate(p, field.OmitValueType{})
+			e.Detail = fmt.Sprintf("line %d: already set on line %d", k.Line, first)
+			d.errs = append(d.errs, e)
+			continue
+		}
+		lines[k.Value] = k.Line
+		if index, ok := known[k.Value]; ok {
+			d.decode(n.Content[i+1], v.FieldByIndex(index), p)
+			continue
+		}
+		e := field.NotSupported[string](p, field.OmitValueType{}, nil)
+		e.Detail = fmt.Sprintf("line %d: unknown key", k.Line)
+		if hint := suggest(k.Value, known); hint != "" {
+			e.Detail += " (did you mean " + hint + "?)"
+		}
+		d.errs = append(d.errs, e)
 	}
 }
 
-// kind names a JSON value's type for a message, without its value.
-func kind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64, json.Number:
-		return "a number"
-	case string:
+// wants names what a value of type t is written as.
+func wants(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return `a duration such as "30s", "5m" or "1h"`
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.String:
 		return "a string"
-	case []any:
+	case t.Kind() == reflect.Slice:
 		return "a list"
-	case map[string]any:
-		return "a mapping"
-	default:
-		return fmt.Sprintf("%T", v)
 	}
+	return "a mapping of keys"
 }
 
-// quoteHint helps with the YAML trap of a string that looks like a number or boolean.
-func quoteHint(v any) string {
-	switch v.(type) {
-	case bool, float64, json.Number:
-		return " (quote the value to make it a string)"
+// kind names the type of n's value, without the value.
+func kind(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.ShortTag() == "!!int" || n.ShortTag() == "!!float":
+		return "a number"
+	case n.ShortTag() == "!!bool":
+		return "a boolean"
 	}
-	return ""
+	return "a string"
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// joinPath appends key to path; a key that is not a plain word is quoted.
-func joinPath(path, key string) string {
-	if !plainKey.MatchString(key) {
-		key = quote(key)
+// keyName is k as a path element: quoted unless it is a plain word.
+func keyName(k string) string {
+	if plainKey.MatchString(k) {
+		return k
 	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
+	return strconv.Quote(k)
 }
 
 // suggest returns the known key closest to k (case-insensitive, at most 2 edits), or "".
-func suggest(k string, known []string) string {
+func suggest(k string, known map[string][]int) string {
+	if _, ok := known["requestTimeout"]; ok && k == "clientTimeout" {
+		return "requestTimeout" // the upstream shared library's name for it
+	}
 	best, bestDist := "", 3
-	for _, c := range known {
-		if d := editDistance(strings.ToLower(k), strings.ToLower(c)); d < bestDist {
+	for c := range known {
+		if len(k) > len(c)+2 || len(c) > len(k)+2 {
+			continue // more than 2 edits away, and a long key is not compared
+		}
+		d := levenshtein.Distance(strings.ToLower(k), strings.ToLower(c), nil)
+		if d < bestDist || d == bestDist && c < best {
 			best, bestDist = c, d
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance of a and b, bounded: long keys are not compared.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+// minSecretLen keeps redaction from shredding messages when a (necessarily invalid) token is
+// a single character or two.
+const minSecretLen = 3
+
+// redactor replaces each secret, as is and as quoted by %q, with Redacted. It is the last
+// line of defence: messages are written not to hold secrets, but a user may paste the token
+// under the wrong key.
+func redactor(secrets []string) *strings.Replacer {
+	// Longest first: of two secrets where one holds the other, the whole one goes.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	var olds []string
+	for _, s := range secrets {
+		if len(s) >= minSecretLen {
+			q := strconv.Quote(s)
+			olds = append(olds, s, Redacted, q[1:len(q)-1], Redacted)
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return strings.NewReplacer(olds...)
+}
+
+// redact applies r to every path, message and string value of errs.
+func redact(errs field.ErrorList, r *strings.Replacer) {
+	for _, e := range errs {
+		e.Field, e.Detail = r.Replace(e.Field), r.Replace(e.Detail)
+		if s, ok := e.BadValue.(string); ok {
+			e.BadValue = r.Replace(s)
+		}
+	}
+}
+
+// secretValue finds the value of a token or password key in raw text, for a file that does
+// not parse: the parser's message may quote it.
+var secretValue = regexp.MustCompile(`(?:token|password)["']?[ \t]*:[ \t]*([^\s,}#]+)`)
+
+func scanSecrets(data []byte) []string {
+	var out []string
+	for _, m := range secretValue.FindAllSubmatch(data, -1) {
+		// Without quotes, and without the sigil of an alias or anchor (*<token>).
+		out = append(out, strings.Trim(string(m[1]), `"'*&`))
+	}
+	return out
 }

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // base is the smallest valid file.
@@ -44,31 +48,37 @@ func loadString(t *testing.T, content string, env func(string) string) (*Config,
 	return Load(writeFile(t, dir, "config.yaml", content), env)
 }
 
-// problemsOf returns "path: message" for each problem of err, failing if err is no Errors.
-func problemsOf(t *testing.T, err error) []string {
+// problemsOf returns the problems of err, failing if err is no aggregate of *field.Error.
+func problemsOf(t *testing.T, err error) []*field.Error {
 	t.Helper()
-	var errs Errors
-	if !errors.As(err, &errs) {
-		t.Fatalf("error %v (%T) does not wrap Errors", err, err)
+	var agg utilerrors.Aggregate
+	if !errors.As(err, &agg) {
+		t.Fatalf("error %v (%T) does not wrap an Aggregate", err, err)
 	}
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = e.Error()
+	var out []*field.Error
+	for _, e := range agg.Errors() {
+		var fe *field.Error
+		if !errors.As(e, &fe) {
+			t.Fatalf("problem %v (%T) is no *field.Error", e, e)
+		}
+		out = append(out, fe)
 	}
 	return out
 }
 
 func pathsOf(t *testing.T, err error) []string {
 	t.Helper()
-	var errs Errors
-	if !errors.As(err, &errs) {
-		t.Fatalf("error %v (%T) does not wrap Errors", err, err)
-	}
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = e.Path
+	var out []string
+	for _, e := range problemsOf(t, err) {
+		out = append(out, e.Field)
 	}
 	return out
+}
+
+// server is the Cluster the single form https://xoa.example.com with testToken gives.
+func server() Cluster {
+	return Cluster{Name: "xoa.example.com", URL: "https://xoa.example.com", Token: testToken,
+		RequestTimeout: DefaultRequestTimeout, ListTimeout: DefaultListTimeout}
 }
 
 func TestLoadMinimalAppliesDefaults(t *testing.T) {
@@ -77,11 +87,31 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := Default()
-	want.URL = "https://xoa.example.com"
-	want.Token = testToken
+	want.Clusters = []Cluster{server()}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load = %+v\nwant %+v", got, want)
 	}
+}
+
+// keysOf returns the JSON keys of t's fields and, under "<key>.", of its struct fields and
+// lists of structs.
+func keysOf(t reflect.Type, prefix string) []string {
+	var keys []string
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || name == "" {
+			continue
+		}
+		keys = append(keys, prefix+name)
+		typ := f.Type
+		if typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() == reflect.Struct {
+			keys = append(keys, keysOf(typ, prefix+name+".")...)
+		}
+	}
+	return keys
 }
 
 func TestLoadExample(t *testing.T) {
@@ -90,8 +120,8 @@ func TestLoadExample(t *testing.T) {
 		t.Fatalf("Load(example): %v", err)
 	}
 	want := Default()
-	want.URL = "https://xoa.example.com"
-	want.Token = "example-token-0123456789abcdefghijklmnopqrstuvw"
+	want.Clusters = []Cluster{server()}
+	want.Clusters[0].Token = "example-token-0123456789abcdefghijklmnopqrstuvw"
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("example = %+v\nwant defaults %+v", got, want)
 	}
@@ -101,15 +131,12 @@ func TestLoadExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []string
-	for _, list := range [][]string{topKeys, inventoryKeys, labelsKeys, addressesKeys, lifecycleKeys} {
-		keys = append(keys, list...)
-	}
-	for _, k := range keys {
+	for _, k := range keysOf(reflect.TypeFor[file](), "") {
 		if k == "username" || k == "password" {
 			continue // rejected keys, explained in the header
 		}
-		if !regexp.MustCompile(`(?m)^[#\s]*` + k + `:`).Match(raw) {
+		name := k[strings.LastIndex(k, ".")+1:]
+		if !regexp.MustCompile(`(?m)^[#\s-]*` + name + `:`).Match(raw) {
 			t.Errorf("example.yaml does not document %s", k)
 		}
 	}
@@ -120,7 +147,7 @@ func TestLoadJSONFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if got.URL != "https://xo.example.com" || got.Inventory.PollPeriod != 5*time.Second {
+	if got.Clusters[0].URL != "https://xo.example.com" || got.Inventory.PollPeriod != 5*time.Second {
 		t.Errorf("got %+v", got)
 	}
 }
@@ -130,12 +157,18 @@ func TestLoadEnvOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if got.URL != "https://xoa.example.com" || got.Token.Reveal() != testToken || !got.Insecure {
-		t.Errorf("got url=%q token-ok=%v insecure=%v", got.URL, got.Token.Reveal() == testToken, got.Insecure)
+	want := Default()
+	want.Clusters = []Cluster{server()}
+	want.Clusters[0].Insecure = true
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load = %+v\nwant %+v", got, want)
 	}
 	_, err = Load("", nil)
 	if got := pathsOf(t, err); !slices.Equal(got, []string{"url", "token"}) {
 		t.Errorf("empty environment: problems at %v, want [url token]", got)
+	}
+	if !strings.HasPrefix(err.Error(), "config from environment: ") {
+		t.Errorf("error %q does not say where the config came from", err)
 	}
 }
 
@@ -218,8 +251,8 @@ func TestPrecedence(t *testing.T) {
 			wantToken: testToken,
 		},
 		{
-			name:         "ill-typed file key is not filled from env",
-			file:         "url: 5\ntoken: " + testToken + "\n",
+			name:         "ill-typed file key is reported, not filled from env",
+			file:         "url: [a]\ntoken: " + testToken + "\n",
 			env:          envOf(EnvURL, "https://env.example.com"),
 			wantErrPaths: []string{"url"},
 		},
@@ -241,6 +274,12 @@ func TestPrecedence(t *testing.T) {
 			env:          envOf(EnvUser, "admin", EnvPassword, "hunter22"),
 			wantErrPaths: []string{EnvUser, EnvPassword},
 		},
+		{
+			name:         "XOA_URL, XOA_TOKEN and XOA_INSECURE refused with clusters",
+			file:         "clusters: [{url: https://a.example.com, token: " + testToken + "}]\n",
+			env:          envOf(EnvURL, "https://env.example.com", EnvToken, envToken, EnvInsecure, "true"),
+			wantErrPaths: []string{EnvURL, EnvToken, EnvInsecure},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -250,15 +289,22 @@ func TestPrecedence(t *testing.T) {
 					t.Fatalf("Load succeeded, want problems at %v", tt.wantErrPaths)
 				}
 				if paths := pathsOf(t, err); !slices.Equal(paths, tt.wantErrPaths) {
-					t.Errorf("problems %q, want paths %v", problemsOf(t, err), tt.wantErrPaths)
+					t.Errorf("problems %v, want paths %v", err, tt.wantErrPaths)
+				}
+				if strings.Contains(err.Error(), envToken) || strings.Contains(err.Error(), testToken) {
+					t.Errorf("error leaks a token: %v", err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			if got.URL != tt.wantURL || got.Token.Reveal() != tt.wantToken || got.Insecure != tt.wantInsecure {
-				t.Errorf("url=%q insecure=%v token-is-%s", got.URL, got.Insecure, whichToken(got.Token, envToken))
+			if len(got.Clusters) != 1 {
+				t.Fatalf("%d clusters, want 1", len(got.Clusters))
+			}
+			cl := got.Clusters[0]
+			if cl.URL != tt.wantURL || cl.Token.Reveal() != tt.wantToken || cl.Insecure != tt.wantInsecure {
+				t.Errorf("url=%q insecure=%v token-is-%s", cl.URL, cl.Insecure, whichToken(cl.Token, envToken))
 			}
 		})
 	}
@@ -310,7 +356,7 @@ func TestTokenFile(t *testing.T) {
 					t.Fatal("Load succeeded, want an error")
 				}
 				if paths := pathsOf(t, err); !slices.Equal(paths, tt.wantErrPaths) {
-					t.Errorf("problems %q, want paths %v", problemsOf(t, err), tt.wantErrPaths)
+					t.Errorf("problems %v, want paths %v", err, tt.wantErrPaths)
 				}
 				if !strings.Contains(err.Error(), tt.wantMsg) {
 					t.Errorf("error %v, want it to mention %q", err, tt.wantMsg)
@@ -323,35 +369,42 @@ func TestTokenFile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			if got.Token.Reveal() != testToken {
+			if got.Clusters[0].Token.Reveal() != testToken {
 				t.Errorf("token not read from the file (trimmed)")
 			}
-			if got.TokenFile != abs {
-				t.Errorf("TokenFile = %q, want %q", got.TokenFile, abs)
+			if got.Clusters[0].TokenFile != abs {
+				t.Errorf("TokenFile = %q, want %q", got.Clusters[0].TokenFile, abs)
 			}
 		})
 	}
 }
 
-// TestKeyValidation checks each key: a valid value loads (and is normalised as wanted), an
-// invalid one is reported under the key's path with a telling message.
+// TestKeyValidation checks each key of the single form and the sections: a valid value
+// loads (and is normalised as wanted), an invalid one is reported under the key's path with
+// a telling message.
 func TestKeyValidation(t *testing.T) {
+	cl := func(c *Config) *Cluster { return &c.Clusters[0] }
 	tests := []struct {
 		name    string
-		extra   string // appended to a file with url and token (url: below overrides)
+		extra   string // prepended to a file with url and token (unless it sets them)
 		check   func(*Config) bool
 		path    string // "" when valid
 		wantMsg string
 	}{
 		// url
-		{"url trailing slash", "url: https://xoa.example.com///\n", func(c *Config) bool { return c.URL == "https://xoa.example.com" }, "", ""},
-		{"url base path", "url: HTTPS://proxy.example.com/xo/\n", func(c *Config) bool { return c.URL == "https://proxy.example.com/xo" }, "", ""},
-		{"url http and port", "url: http://10.0.0.1:8080\n", func(c *Config) bool { return c.URL == "http://10.0.0.1:8080" }, "", ""},
-		{"url ipv6", "url: https://[fd00::1]:443/\n", func(c *Config) bool { return c.URL == "https://[fd00::1]:443" }, "", ""},
+		{"url trailing slash", "url: https://xoa.example.com///\n", func(c *Config) bool { return cl(c).URL == "https://xoa.example.com" }, "", ""},
+		{"url base path", "url: HTTPS://Proxy.example.com/xo/\n", func(c *Config) bool {
+			return cl(c).URL == "https://proxy.example.com/xo" && cl(c).Name == "proxy.example.com"
+		}, "", ""},
+		{"url http and port", "url: http://10.0.0.1:8080\n", func(c *Config) bool {
+			return cl(c).URL == "http://10.0.0.1:8080" && cl(c).Name == "10.0.0.1:8080"
+		}, "", ""},
+		{"url ipv6", "url: https://[fd00::1]:443/\n", func(c *Config) bool { return cl(c).URL == "https://[fd00::1]:443" }, "", ""},
 		{"url scheme", "url: ftp://xoa.example.com\n", nil, "url", `scheme "ftp"`},
 		{"url ws scheme", "url: wss://xoa.example.com\n", nil, "url", "want http or https"},
 		{"url no scheme", "url: xoa.example.com\n", nil, "url", "must start with http"},
 		{"url host:port no scheme", "url: xoa.example.com:443\n", nil, "url", "must start with http"},
+		{"url number", "url: 5\n", nil, "url", "must start with http"},
 		{"url credentials", "url: https://admin:hunter22@xoa.example.com\n", nil, "url", "credentials"},
 		{"url no host", "url: https:///path\n", nil, "url", "no host"},
 		{"url bad port", "url: https://xoa.example.com:99999\n", nil, "url", "port"},
@@ -359,47 +412,68 @@ func TestKeyValidation(t *testing.T) {
 		{"url fragment", "url: https://xoa.example.com/#x\n", nil, "url", "fragment"},
 		{"url rest path", "url: https://xoa.example.com/rest/v0\n", nil, "url", "without /rest/v0"},
 		{"url unparsable", "url: \"https://xo a.example.com\"\n", nil, "url", "not a valid URL"},
-		{"url type", "url: [a]\n", nil, "url", "must be a string, not a list"},
+		{"url type", "url: [a]\n", nil, "url", "line 1: must be a string, not a list"},
+		// name
+		{"name", "name: lab\n", func(c *Config) bool { return cl(c).Name == "lab" }, "", ""},
 		// insecure
-		{"insecure true", "insecure: true\n", func(c *Config) bool { return c.Insecure }, "", ""},
-		{"insecure string", "insecure: \"maybe\"\n", nil, "insecure", "must be true or false, not a string"},
+		{"insecure true", "insecure: true\n", func(c *Config) bool { return cl(c).Insecure }, "", ""},
+		{"insecure string", "insecure: \"maybe\"\n", nil, "insecure", `"maybe": line 1: must be true or false`},
 		{"insecure number", "insecure: 1\n", nil, "insecure", "must be true or false, not a number"},
 		// token
-		{"token number", "token: 12345\n", nil, "token", "quote the value"},
+		{"token number keeps its text", "token: 0123456\n", func(c *Config) bool { return cl(c).Token.Reveal() == "0123456" }, "", ""},
 		{"token space", "token: \"a b c d\"\n", nil, "token", "cookie"},
 		{"token semicolon", "token: \"abc;def\"\n", nil, "token", "cookie"},
 		{"token non-ascii", "token: \"abcdé\"\n", nil, "token", "cookie"},
 		{"token too long", "token: " + strings.Repeat("a", 5000) + "\n", nil, "token", "longer than"},
-		// requestTimeout
-		{"requestTimeout", "requestTimeout: 1m30s\n", func(c *Config) bool { return c.RequestTimeout == 90*time.Second }, "", ""},
-		{"requestTimeout min", "requestTimeout: 1s\n", func(c *Config) bool { return c.RequestTimeout == time.Second }, "", ""},
-		{"requestTimeout max", "requestTimeout: 5m\n", func(c *Config) bool { return c.RequestTimeout == 5*time.Minute }, "", ""},
-		{"requestTimeout too short", "requestTimeout: 999ms\n", nil, "requestTimeout", "must be at least 1s"},
-		{"requestTimeout too long", "requestTimeout: 5m1s\n", nil, "requestTimeout", "must be at most 5m"},
-		{"requestTimeout zero", "requestTimeout: 0s\n", nil, "requestTimeout", "at least 1s"},
-		{"requestTimeout negative", "requestTimeout: -5s\n", nil, "requestTimeout", "at least 1s"},
-		{"requestTimeout bad", "requestTimeout: 30x\n", nil, "requestTimeout", `"30x" is not a duration`},
-		{"requestTimeout number", "requestTimeout: 30\n", nil, "requestTimeout", "duration string"},
+		{"token list", "token: [a]\n", nil, "token", "must be a string, not a list"},
+		// requestTimeout, listTimeout
+		{"requestTimeout", "requestTimeout: 1m30s\n", func(c *Config) bool { return cl(c).RequestTimeout == 90*time.Second }, "", ""},
+		{"requestTimeout min", "requestTimeout: 1s\n", func(c *Config) bool { return cl(c).RequestTimeout == time.Second }, "", ""},
+		{"requestTimeout max", "requestTimeout: 5m\n", func(c *Config) bool { return cl(c).RequestTimeout == 5*time.Minute }, "", ""},
+		{"requestTimeout too short", "requestTimeout: 999ms\n", nil, "requestTimeout", "must be between 1s and 5m"},
+		{"requestTimeout too long", "requestTimeout: 5m1s\n", nil, "requestTimeout", "between 1s and 5m"},
+		{"requestTimeout zero", "requestTimeout: 0s\n", nil, "requestTimeout", `"0s": must be between 1s`},
+		{"requestTimeout negative", "requestTimeout: -5s\n", nil, "requestTimeout", "between 1s"},
+		{"requestTimeout bad", "requestTimeout: 30x\n", nil, "requestTimeout", `"30x": line 1: must be a duration such as "30s"`},
+		{"requestTimeout number", "requestTimeout: 30\n", nil, "requestTimeout", "must be a duration such as \"30s\", \"5m\" or \"1h\", not a number"},
+		{"listTimeout", "listTimeout: 10m\n", func(c *Config) bool { return cl(c).ListTimeout == 10*time.Minute }, "", ""},
+		{"listTimeout too short", "listTimeout: 5s\n", nil, "listTimeout", "between 10s and 30m"},
+		// region, pools
+		{"region", "region: eu-west_1.a\n", func(c *Config) bool { return cl(c).Region == "eu-west_1.a" }, "", ""},
+		{"region not a label value", "region: \"eu west\"\n", nil, "region", "valid label"},
+		{"region too long", "region: " + strings.Repeat("a", 64) + "\n", nil, "region", "63"},
+		{"pools", "pools: [8a3f1c2e-9d1b-4e6f-a2c4-5b7d9e1f3a60, Prod pool]\n", func(c *Config) bool {
+			return slices.Equal(cl(c).Pools, []string{"8a3f1c2e-9d1b-4e6f-a2c4-5b7d9e1f3a60", "Prod pool"})
+		}, "", ""},
+		{"pools names differing in case", "pools: [prod, Prod]\n", func(c *Config) bool { return len(cl(c).Pools) == 2 }, "", ""},
+		{"pools empty entry", "pools: [a, \"\"]\n", nil, "pools[1]", "Required value"},
+		{"pools same name twice", "pools: [prod, prod]\n", nil, "pools[1]", "also at pools[0]"},
+		{"pools same uuid twice", "pools: [8a3f1c2e-9d1b-4e6f-a2c4-5b7d9e1f3a60, 8A3F1C2E-9D1B-4E6F-A2C4-5B7D9E1F3A60]\n", nil, "pools[1]", "Duplicate value"},
+		{"pools not a list", "pools: prod\n", nil, "pools", "must be a list"},
 		// inventory
 		{"resyncPeriod", "inventory: {resyncPeriod: 1h}\n", func(c *Config) bool { return c.Inventory.ResyncPeriod == time.Hour }, "", ""},
-		{"resyncPeriod too short", "inventory: {resyncPeriod: 10s}\n", nil, "inventory.resyncPeriod", "at least 30s"},
-		{"resyncPeriod too long", "inventory: {resyncPeriod: 25h}\n", nil, "inventory.resyncPeriod", "at most 24h"},
+		{"resyncPeriod too short", "inventory: {resyncPeriod: 10s}\n", nil, "inventory.resyncPeriod", "between 30s and 24h"},
+		{"resyncPeriod too long", "inventory: {resyncPeriod: 25h}\n", nil, "inventory.resyncPeriod", "between 30s and 24h"},
 		{"pollPeriod", "inventory: {pollPeriod: 1s, staleAfter: 2s}\n", func(c *Config) bool {
 			return c.Inventory.PollPeriod == time.Second && c.Inventory.StaleAfter == 2*time.Second
 		}, "", ""},
-		{"pollPeriod too short", "inventory: {pollPeriod: 500ms}\n", nil, "inventory.pollPeriod", "must be at least 1s"},
-		{"pollPeriod too long", "inventory: {pollPeriod: 2h, staleAfter: 3h}\n", nil, "inventory.pollPeriod", "at most 1h"},
+		{"pollPeriod too short", "inventory: {pollPeriod: 500ms}\n", nil, "inventory.pollPeriod", "between 1s and 1h"},
+		{"pollPeriod too long", "inventory: {pollPeriod: 2h, staleAfter: 3h}\n", nil, "inventory.pollPeriod", "between 1s and 1h"},
 		{"staleAfter equal pollPeriod", "inventory: {pollPeriod: 1m, staleAfter: 1m}\n", nil, "inventory.staleAfter", "greater than inventory.pollPeriod (1m)"},
 		{"staleAfter below default pollPeriod", "inventory: {staleAfter: 10s}\n", nil, "inventory.staleAfter", "greater than inventory.pollPeriod (30s)"},
 		{"staleAfter too long", "inventory: {staleAfter: 48h}\n", nil, "inventory.staleAfter", "at most 24h"},
-		{"inventory not a map", "inventory: 5m\n", nil, "inventory", "must be a mapping"},
+		{"settleTime", "inventory: {settleTime: 10m}\n", func(c *Config) bool { return c.Inventory.SettleTime == 10*time.Minute }, "", ""},
+		{"settleTime min", "inventory: {settleTime: 1s}\n", func(c *Config) bool { return c.Inventory.SettleTime == time.Second }, "", ""},
+		{"settleTime too short", "inventory: {settleTime: 500ms}\n", nil, "inventory.settleTime", "between 1s and 10m"},
+		{"settleTime too long", "inventory: {settleTime: 10m1s}\n", nil, "inventory.settleTime", "between 1s and 10m"},
+		{"inventory not a map", "inventory: 5m\n", nil, "inventory", "must be a mapping of keys"},
 		{"inventory null keeps defaults", "inventory: null\n", func(c *Config) bool { return c.Inventory == Default().Inventory }, "", ""},
 		// labels
 		{"prefixes", "labels: {tagLabelPrefixes: [example.com/, team.example.com/xo-], tagTaintPrefixes: []}\n", func(c *Config) bool {
 			return slices.Equal(c.Labels.TagLabelPrefixes, []string{"example.com/", "team.example.com/xo-"}) &&
 				c.Labels.TagTaintPrefixes != nil && len(c.Labels.TagTaintPrefixes) == 0
 		}, "", ""},
-		{"prefix reserved", "labels: {tagLabelPrefixes: [example.com/, kubernetes.io/]}\n", nil, "labels.tagLabelPrefixes[1]", `"kubernetes.io/" is reserved`},
+		{"prefix reserved", "labels: {tagLabelPrefixes: [example.com/, kubernetes.io/]}\n", nil, "labels.tagLabelPrefixes[1]", `"kubernetes.io/": reserved`},
 		{"prefix reserved k8s.io", "labels: {tagLabelPrefixes: [k8s.io/]}\n", nil, "labels.tagLabelPrefixes[0]", "reserved"},
 		{"prefix reserved node-role", "labels: {tagLabelPrefixes: [node-role.kubernetes.io/]}\n", nil, "labels.tagLabelPrefixes[0]", "reserved"},
 		{"prefix reserved node-restriction", "labels: {tagTaintPrefixes: [node-restriction.kubernetes.io/]}\n", nil, "labels.tagTaintPrefixes[0]", "reserved"},
@@ -413,17 +487,34 @@ func TestKeyValidation(t *testing.T) {
 		{"prefix bad name start", "labels: {tagLabelPrefixes: [example.com/-x]}\n", nil, "labels.tagLabelPrefixes[0]", "start with"},
 		{"prefix bad name char", "labels: {tagLabelPrefixes: [example.com/a/b]}\n", nil, "labels.tagLabelPrefixes[0]", "may hold only"},
 		{"prefix name too long", "labels: {tagLabelPrefixes: [example.com/" + strings.Repeat("a", 63) + "]}\n", nil, "labels.tagLabelPrefixes[0]", "at most 62"},
-		{"prefix not a string", "labels: {tagLabelPrefixes: [example.com/, 5]}\n", nil, "labels.tagLabelPrefixes[1]", "must be a string"},
+		{"prefix not a string", "labels: {tagLabelPrefixes: [example.com/, [x]]}\n", nil, "labels.tagLabelPrefixes[1]", "must be a string, not a list"},
 		{"prefixes not a list", "labels: {tagLabelPrefixes: example.com/}\n", nil, "labels.tagLabelPrefixes", "must be a list"},
 		// addresses
 		{"cidrs", "addresses: {internalCIDRs: [10.0.0.0/8, \"fd00::/8\"], externalCIDRs: [203.0.113.0/24]}\n", func(c *Config) bool {
 			return len(c.Addresses.InternalPrefixes()) == 2 && c.Addresses.ExternalPrefixes()[0].String() == "203.0.113.0/24"
 		}, "", ""},
 		{"cidr host bits", "addresses: {internalCIDRs: [10.0.0.1/8]}\n", nil, "addresses.internalCIDRs[0]", `did you mean "10.0.0.0/8"`},
-		{"cidr bad", "addresses: {externalCIDRs: [\"fd00::/8\", 10.0.0.0]}\n", nil, "addresses.externalCIDRs[1]", `"10.0.0.0" is not a CIDR`},
+		{"cidr bad", "addresses: {externalCIDRs: [\"fd00::/8\", 10.0.0.0]}\n", nil, "addresses.externalCIDRs[1]", `"10.0.0.0": not a CIDR`},
 		// lifecycle
 		{"outOfServiceTaint", "lifecycle: {outOfServiceTaint: true}\n", func(c *Config) bool { return c.Lifecycle.OutOfServiceTaint }, "", ""},
-		{"outOfServiceTaint type", "lifecycle: {outOfServiceTaint: \"yes\"}\n", nil, "lifecycle.outOfServiceTaint", "true or false"},
+		{"outOfServiceTaint type", "lifecycle: {outOfServiceTaint: \"maybe\"}\n", nil, "lifecycle.outOfServiceTaint", "true or false"},
+		// topology
+		{"topology names", "topology: {region: poolName, zone: hostName}\n", func(c *Config) bool {
+			return c.Topology == Topology{Region: RegionPoolName, Zone: ZoneHostName}
+		}, "", ""},
+		{"topology server", "region: eu\ntopology: {region: server}\n", func(c *Config) bool {
+			return c.Topology.Region == RegionServer && cl(c).Region == "eu"
+		}, "", ""},
+		{"topology server without region", "topology: {region: server}\n", nil, "region", `required when topology.region is "server"`},
+		{"topology region unknown", "topology: {region: pool}\n", nil, "topology.region", `Unsupported value: "pool": supported values: "poolID", "poolName", "server"`},
+		{"topology zone unknown", "topology: {zone: host}\n", nil, "topology.zone", `supported values: "hostID", "hostName"`},
+		{"topology zone empty", "topology: {zone: \"\"}\n", nil, "topology.zone", "Unsupported value"},
+		// nodes
+		{"ignoreSelector", "nodes: {ignoreSelector: \"node-role.kubernetes.io/infra, !xo\"}\n", func(c *Config) bool {
+			return c.Nodes.IgnoreSelector == "node-role.kubernetes.io/infra, !xo"
+		}, "", ""},
+		{"ignoreSelector invalid", "nodes: {ignoreSelector: \"a in (b\"}\n", nil, "nodes.ignoreSelector", "unable to parse"},
+		{"ignoreSelector invalid key", "nodes: {ignoreSelector: \"-a=b\"}\n", nil, "nodes.ignoreSelector", "Invalid value"},
 		// rejected keys
 		{"username", "username: admin\n", nil, "username", "not supported"},
 		{"password", "password: hunter22\n", nil, "password", "create-token"},
@@ -435,8 +526,8 @@ func TestKeyValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// A later key wins in the file would be a duplicate: put the override first and
-			// let base supply what the case does not.
+			// A later key would be a duplicate: put the case first and let base supply what
+			// the case does not.
 			content := tt.extra
 			if !strings.HasPrefix(tt.extra, "url:") {
 				content += "url: https://xoa.example.com\n"
@@ -458,8 +549,107 @@ func TestKeyValidation(t *testing.T) {
 				t.Fatalf("Load succeeded, want a problem at %s", tt.path)
 			}
 			probs := problemsOf(t, err)
-			if len(probs) != 1 || !strings.HasPrefix(probs[0], tt.path+": ") || !strings.Contains(probs[0], tt.wantMsg) {
-				t.Errorf("problems %q, want one at %s mentioning %q", probs, tt.path, tt.wantMsg)
+			if len(probs) != 1 || probs[0].Field != tt.path || !strings.Contains(probs[0].Error(), tt.wantMsg) {
+				t.Errorf("problems %v, want one at %s mentioning %q", err, tt.path, tt.wantMsg)
+			}
+			if strings.Contains(err.Error(), testToken) {
+				t.Errorf("error leaks the token: %v", err)
+			}
+		})
+	}
+}
+
+func TestClusters(t *testing.T) {
+	const tok2 = "second-TOKEN-0123456789abcdef"
+	entry := func(url string, extra ...string) string {
+		s := "- url: " + url + "\n  token: " + testToken + "\n"
+		for _, e := range extra {
+			s += "  " + e + "\n"
+		}
+		return s
+	}
+	two := "clusters:\n" + entry("https://a.example.com") + entry("https://b.example.com:8443/xo")
+
+	t.Run("valid", func(t *testing.T) {
+		dir := t.TempDir()
+		writeFile(t, dir, "tok2", tok2+"\n")
+		file := "requestTimeout: 20s\nlistTimeout: 5m\ntopology: {region: server}\nclusters:\n" +
+			entry("https://A.example.com/", "region: eu", "pools: [prod, 8a3f1c2e-9d1b-4e6f-a2c4-5b7d9e1f3a60]", "insecure: true") +
+			"- name: lab\n  url: http://b.example.com:8080\n  tokenFile: tok2\n  requestTimeout: 3s\n  region: us\n  pools: [Prod]\n"
+		got, err := Load(writeFile(t, dir, "c.yaml", file), nil)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		want := []Cluster{
+			{Name: "a.example.com", URL: "https://a.example.com", Insecure: true, Token: testToken, RequestTimeout: 20 * time.Second,
+				ListTimeout: 5 * time.Minute, Region: "eu", Pools: []string{"prod", "8a3f1c2e-9d1b-4e6f-a2c4-5b7d9e1f3a60"}},
+			{Name: "lab", URL: "http://b.example.com:8080", Token: tok2, TokenFile: filepath.Join(dir, "tok2"), RequestTimeout: 3 * time.Second,
+				ListTimeout: 5 * time.Minute, Region: "us", Pools: []string{"Prod"}},
+		}
+		if !reflect.DeepEqual(got.Clusters, want) {
+			t.Errorf("clusters = %+v\nwant %+v", got.Clusters, want)
+		}
+		w := strings.Join(got.Warnings(), "\n")
+		if !strings.Contains(w, "XO server a.example.com: insecure") || !strings.Contains(w, "XO server lab: url uses http") {
+			t.Errorf("warnings do not name the servers: %s", w)
+		}
+	})
+
+	tests := []struct {
+		name  string
+		file  string
+		env   func(string) string
+		paths []string
+		msg   string
+	}{
+		{"empty list", "clusters: []\n", nil, []string{"clusters"}, "Required value"},
+		{"not a list", "clusters: {url: https://a.example.com}\n", nil, []string{"clusters"}, "must be a list, not a mapping"},
+		{"with top-level url and token", "url: https://a.example.com\ntoken: x\n" + two, nil, []string{"url", "token"},
+			"single-server form: with clusters"},
+		{"with top-level region and pools", "region: eu\npools: [a]\n" + two, nil, []string{"region", "pools"}, "single-server form"},
+		{"top-level timeouts are defaults", "requestTimeout: 0s\n" + two, nil, []string{"requestTimeout"}, "between 1s and 5m"},
+		{"entry timeout", "clusters:\n" + entry("https://a.example.com", "listTimeout: 1h"), nil, []string{"clusters[0].listTimeout"}, "between 10s and 30m"},
+		{"missing url and token", "clusters:\n- name: a\n", nil, []string{"clusters[0].url", "clusters[0].token"}, "Required value"},
+		{"null entry", "clusters: [null]\n", nil, []string{"clusters[0].url", "clusters[0].token"}, "Required value"},
+		{"bad url", "clusters:\n" + entry("https://a.example.com") + entry("ftp://b.example.com"), nil, []string{"clusters[1].url"}, `scheme "ftp"`},
+		{"duplicate url", "clusters:\n" + entry("https://a.example.com") + entry("HTTPS://A.example.com//"), nil,
+			[]string{"clusters[1].url"}, `Duplicate value: "https://a.example.com": also at clusters[0].url`},
+		{"duplicate url with names", "clusters:\n" + entry("https://a.example.com", "name: one") + entry("https://a.example.com/", "name: two"), nil,
+			[]string{"clusters[1].url"}, "Duplicate value"},
+		{"duplicate name", "clusters:\n" + entry("https://a.example.com", "name: xo") + entry("https://b.example.com", "name: xo"), nil,
+			[]string{"clusters[1].name"}, `Duplicate value: "xo": also at clusters[0].name`},
+		{"duplicate default name", "clusters:\n" + entry("https://a.example.com/one") + entry("https://a.example.com/two"), nil,
+			[]string{"clusters[1].name"}, "defaults to the URL's host[:port]"},
+		{"explicit name equal to a default one", "clusters:\n" + entry("https://a.example.com") + entry("https://b.example.com", "name: a.example.com"), nil,
+			[]string{"clusters[1].name"}, "Duplicate value"},
+		{"bad region", "clusters:\n" + entry("https://a.example.com", "region: -eu"), nil, []string{"clusters[0].region"}, "valid label"},
+		{"region required by topology", "topology: {region: server}\nclusters:\n" + entry("https://a.example.com", "region: eu") + entry("https://b.example.com"), nil,
+			[]string{"clusters[1].region"}, `required when topology.region is "server"`},
+		{"same pool uuid in two scopes", "clusters:\n" + entry("https://a.example.com", "pools: [8a3f1c2e-9d1b-4e6f-a2c4-5b7d9e1f3a60]") +
+			entry("https://b.example.com", "pools: [x, 8A3F1C2E-9D1B-4E6F-A2C4-5B7D9E1F3A60]"), nil,
+			[]string{"clusters[1].pools[1]"}, "also at clusters[0].pools[0]: a pool is in one server's scope at most"},
+		{"same pool name in two scopes", "clusters:\n" + entry("https://a.example.com", "pools: [prod]") + entry("https://b.example.com", "pools: [prod]"), nil,
+			[]string{"clusters[1].pools[0]"}, "Duplicate value"},
+		{"token and tokenFile", "clusters:\n" + entry("https://a.example.com", "tokenFile: /x"), nil, []string{"clusters[0].tokenFile"}, "not both"},
+		{"missing token file", "clusters:\n- url: https://a.example.com\n  tokenFile: /nonexistent/tok\n", nil, []string{"clusters[0].tokenFile"}, "no such file"},
+		{"bad token", "clusters:\n- url: https://a.example.com\n  token: \"a b\"\n", nil, []string{"clusters[0].token"}, "cookie"},
+		{"unknown entry key", "clusters:\n" + entry("https://a.example.com", "tokn: x", "password: y"), nil,
+			[]string{"clusters[0].tokn", "clusters[0].password"}, "line 4: unknown key (did you mean token?)"},
+		{"entry key twice", "clusters:\n" + entry("https://a.example.com", "url: https://b.example.com"), nil,
+			[]string{"clusters[0].url"}, "line 4: already set on line 2"},
+		{"insecure env", two, envOf(EnvInsecure, "true"), []string{EnvInsecure}, "single-server form only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadString(t, tt.file, tt.env)
+			if err == nil {
+				t.Fatalf("Load succeeded, want problems at %v", tt.paths)
+			}
+			if got := pathsOf(t, err); !slices.Equal(got, tt.paths) {
+				t.Errorf("problems %v, want paths %v", err, tt.paths)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %v, want it to mention %q", err, tt.msg)
 			}
 			if strings.Contains(err.Error(), testToken) {
 				t.Errorf("error leaks the token: %v", err)
@@ -473,21 +663,30 @@ func TestUnknownKeys(t *testing.T) {
 		file string
 		want []string
 	}{
-		{"urll: x\n", []string{"urll: unknown key (did you mean url?)"}},
-		{"Token: x\n", []string{"Token: unknown key (did you mean token?)"}},
-		{"clientTimeout: 5s\n", []string{"clientTimeout: unknown key; use requestTimeout"}},
-		{"zzz: 1\naaa: 2\n", []string{"aaa: unknown key", "zzz: unknown key"}},
-		{"inventory: {resyncPeriodd: 1m}\n", []string{"inventory.resyncPeriodd: unknown key (did you mean resyncPeriod?)"}},
-		{"labels: {tagPrefixes: []}\n", []string{"labels.tagPrefixes: unknown key"}},
-		{"addresses: {internalCIDR: []}\n", []string{"addresses.internalCIDR: unknown key (did you mean internalCIDRs?)"}},
-		{"lifecycle: {outOfService: true}\n", []string{"lifecycle.outOfService: unknown key"}},
-		{"inventory: {a.b: 1, \"x y\": 2}\n", []string{`inventory."a.b": unknown key`, `inventory."x y": unknown key`}},
-		{"1: x\n", []string{"1: unknown key"}},
+		{"urll: x\n", []string{"urll: Unsupported value: line 3: unknown key (did you mean url?)"}},
+		{"Token: x\n", []string{"Token: Unsupported value: line 3: unknown key (did you mean token?)"}},
+		{"clientTimeout: 5s\n", []string{"clientTimeout: Unsupported value: line 3: unknown key (did you mean requestTimeout?)"}},
+		{"zzz: 1\naaa: 2\n", []string{"zzz: Unsupported value: line 3: unknown key", "aaa: Unsupported value: line 4: unknown key"}},
+		{"inventory: {resyncPeriodd: 1m}\n", []string{"inventory.resyncPeriodd: Unsupported value: line 3: unknown key (did you mean resyncPeriod?)"}},
+		{"inventory:\n  settletime: 1m\n", []string{"inventory.settletime: Unsupported value: line 4: unknown key (did you mean settleTime?)"}},
+		{"labels: {tagPrefixes: []}\n", []string{"labels.tagPrefixes: Unsupported value: line 3: unknown key"}},
+		{"addresses: {internalCIDR: []}\n", []string{"addresses.internalCIDR: Unsupported value: line 3: unknown key (did you mean internalCIDRs?)"}},
+		{"lifecycle: {outOfService: true}\n", []string{"lifecycle.outOfService: Unsupported value: line 3: unknown key"}},
+		{"topology: {zones: hostID}\n", []string{"topology.zones: Unsupported value: line 3: unknown key (did you mean zone?)"}},
+		{"nodes: {ignore: a=b}\n", []string{"nodes.ignore: Unsupported value: line 3: unknown key"}},
+		{"cluster: []\n", []string{"cluster: Unsupported value: line 3: unknown key (did you mean clusters?)"}},
+		{"inventory: {a.b: 1, \"x y\": 2}\n", []string{`inventory."a.b": Unsupported value: line 3: unknown key`, `inventory."x y": Unsupported value: line 3: unknown key`}},
+		{"1: x\n", []string{"1: Unsupported value: line 3: unknown key"}},
+		{"? [a]\n: x\n", []string{"?: Invalid value: line 3: a key must be a string, not a list"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			_, err := loadString(t, base+tt.file, nil)
-			if got := problemsOf(t, err); !slices.Equal(got, tt.want) {
+			var got []string
+			for _, e := range problemsOf(t, err) {
+				got = append(got, e.Error())
+			}
+			if !slices.Equal(got, tt.want) {
 				t.Errorf("problems %q, want %q", got, tt.want)
 			}
 		})
@@ -503,60 +702,67 @@ inventory:
   pollPeriod: 100ms
 labels:
   tagLabelPrefixes: [example.com/, kubernetes.io/]
+topology: {zone: rack}
 `
 	_, err := loadString(t, file, nil)
 	if err == nil {
 		t.Fatal("Load succeeded")
 	}
-	// In the order of the schema; unknown keys after the known ones of their mapping.
-	want := []string{"url", "insecure", "inventory.pollPeriod", "inventory.resyncPeriodd", "labels.tagLabelPrefixes[1]"}
-	got := pathsOf(t, err)
-	if !slices.Equal(got, want) {
+	// Decoding problems in the file's order, then the values' problems in the schema's.
+	want := []string{"insecure", "inventory.resyncPeriodd", "url", "inventory.pollPeriod", "labels.tagLabelPrefixes[1]", "topology.zone"}
+	if got := pathsOf(t, err); !slices.Equal(got, want) {
 		t.Errorf("problems at %q, want %q (all of: %v)", got, want, err)
 	}
-	for _, s := range []string{"5 problems", "must be at least 1s", `"kubernetes.io/" is reserved`, "unknown key"} {
+	for _, s := range []string{"between 1s and 1h", `"kubernetes.io/": reserved`, "line 5: unknown key", "line 2: must be true or false", "config.yaml"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
 	}
-	if !strings.Contains(err.Error(), "config.yaml") {
-		t.Errorf("error %q does not name the file", err)
-	}
 }
 
+// TestYAMLErrors checks that a file that is not one YAML mapping is refused with the parser's
+// readable message (line included when it gives one) and without the token.
 func TestYAMLErrors(t *testing.T) {
 	tests := []struct {
-		file    string
-		wantMsg string
+		file string
+		want string
 	}{
-		{"url: [\n", "invalid YAML"},
-		{"token: !!int " + testToken + "\n", "invalid YAML"},
-		{"token: !!float " + testToken + "\n", "invalid YAML"},
-		{"token: !!binary " + testToken + "$\n", "invalid YAML"},
-		{"token: *" + testToken + "\n", "invalid YAML"},
-		{"? [" + testToken + "]\n: 1\n", "invalid map key"},
-		{"token: a\ntoken: b\n", `key "token" already set`},
-		{"token: \"" + testToken + "\"\n  x: 1\n", "invalid YAML"},
-		{"- url\n", "must be a mapping"},
-		{testToken + "\n", "must be a mapping"},
-		{"url: .inf\n", "invalid YAML"},
+		{"url: [\n", "invalid YAML: line 1: did not find expected node content"},
+		{"url: https://xoa.example.com\ntoken: " + testToken + "\n\tinsecure: true\n", "found a tab character that violates indentation"},
+		{"url: https://xoa.example.com\ntoken: \"" + testToken + "\"\n  x: 1\n", "invalid YAML: line 2: did not find expected key"},
+		{"token: *" + testToken + "\n", "invalid YAML: unknown anchor '<redacted>' referenced"},
+		{`{"url": "https://xoa.example.com", "token": "` + testToken + `", "x": *` + testToken + `}`, "unknown anchor '<redacted>' referenced"},
+		{"url: https://xoa.example.com\n---\ntoken: " + testToken + "\n", "the file holds several YAML documents (the second starts on line 2)"},
+		{base + "---\n", "several YAML documents"},
+		{base + "---\n---\n", "several YAML documents"},
+		{base + "--- [\n", "invalid YAML"},
+		{"- url\n", "line 1: the file must be a mapping of keys (url: ..., token: ...), not a list"},
+		{testToken + "\n", "the file must be a mapping of keys (url: ..., token: ...), not a string"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
+		t.Run(tt.want, func(t *testing.T) {
 			_, err := loadString(t, tt.file, nil)
 			if err == nil {
 				t.Fatal("Load succeeded")
 			}
-			if !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Errorf("error %q, want %q", err, tt.wantMsg)
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q, want %q", msg, tt.want)
 			}
-			if strings.Contains(err.Error(), testToken) {
-				t.Errorf("error leaks the token: %v", err)
+			if strings.Contains(msg, testToken) {
+				t.Errorf("error leaks the token: %v", msg)
 			}
-			if got := pathsOf(t, err); !slices.Equal(got, []string{""}) {
-				t.Errorf("problems at %q, want one about the whole file", got)
+			if strings.Contains(msg, "hidden") {
+				t.Errorf("error %q hides more than the token", msg)
 			}
 		})
+	}
+	// A document start before the only document, a document end after it, and a null
+	// document are single documents.
+	for _, f := range []string{"---\n" + base, base + "...\n", "---\n", "~\n"} {
+		if _, err := loadString(t, f, envOf(EnvURL, "https://xoa.example.com", EnvToken, testToken)); err != nil {
+			t.Errorf("Load(%q): %v", f, err)
+		}
 	}
 }
 
@@ -566,12 +772,19 @@ func TestErrorsNeverHoldToken(t *testing.T) {
 		base + "requestTimeout: " + testToken + "\n",
 		base + "addresses: {internalCIDRs: [" + testToken + "]}\n",
 		base + "labels: {tagLabelPrefixes: [" + testToken + "]}\n",
+		base + "topology: {region: " + testToken + "}\n",
+		base + "nodes: {ignoreSelector: \"a in (" + testToken + "\"}\n",
+		base + "name: x\nregion: \"" + testToken + "!\"\n",
 		base + testToken + ": 1\n",
+		base + "\"" + testToken + " x\": 1\n",
 		"url: https://xoa.example.com\ntoken: " + testToken + "\ntokenFile: /x\n",
 		"url: https://" + testToken + "@xoa.example.com\ntoken: " + testToken + "\n",
 		"url: " + testToken + "\ntoken: " + testToken + "\n",
 		"url: https://xoa.example.com\npassword: " + testToken + "\n",
 		"url: https://xoa.example.com\ntoken: \"" + testToken + " \"\n",
+		"url: https://xoa.example.com\ntoken: !!int " + testToken + "\n",
+		"url: https://xoa.example.com\ntoken: !!binary " + testToken + "$\n",
+		"clusters:\n- {url: https://a.example.com, token: " + testToken + ", requestTimeout: " + testToken + "}\n",
 	}
 	for _, f := range files {
 		_, err := loadString(t, f, nil)
@@ -596,23 +809,55 @@ func TestErrorsNeverHoldToken(t *testing.T) {
 	}
 }
 
-func TestScanSecrets(t *testing.T) {
-	data := []byte("url: x\ntoken: \"abc-secret\"  # comment\n  - password: 'pw-secret'\n{\"token\": \"json-secret\", \"a\": 1}\n")
-	got := scanSecrets(data)
-	for _, want := range []string{"abc-secret", "pw-secret", "json-secret"} {
-		if !slices.Contains(got, want) {
-			t.Errorf("scanSecrets = %q, missing %q", got, want)
+// TestAliasExpansion checks that aliases cannot make a small file expand without bound.
+func TestAliasExpansion(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(base + "a: &a {")
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(", ")
 		}
+		b.WriteString("k" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + ": 1")
+	}
+	b.WriteString("}\nclusters: [")
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("*a")
+	}
+	b.WriteString("]\n")
+	start := time.Now()
+	_, err := loadString(t, b.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), "more than 100000 values") {
+		t.Errorf("Load = %.300v..., want the expansion refused", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Load took %v", d)
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "abc", 0}, {"abc", "abd", 1}, {"resyncperiodd", "resyncperiod", 1}, {"kitten", "sitting", 3}} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
+func TestEffective(t *testing.T) {
+	c, err := loadString(t, base+"pools: [prod]\ninventory: {settleTime: 1m}\nnodes: {ignoreSelector: role=infra}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Effective()
+	if err != nil {
+		t.Fatalf("Effective: %v", err)
+	}
+	if strings.Contains(string(out), testToken) {
+		t.Fatalf("Effective leaks the token:\n%s", out)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatalf("Effective is not YAML: %v\n%s", err, out)
+	}
+	cl := got["clusters"].([]any)[0].(map[string]any)
+	inv := got["inventory"].(map[string]any)
+	if cl["token"] != Redacted || cl["name"] != "xoa.example.com" || cl["requestTimeout"] != "10s" ||
+		inv["settleTime"] != "1m0s" || got["nodes"].(map[string]any)["ignoreSelector"] != "role=infra" ||
+		got["topology"].(map[string]any)["region"] != RegionPoolID {
+		t.Errorf("Effective =\n%s", out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"sigs.k8s.io/yaml"
 )
 
@@ -101,7 +102,7 @@ func TestSecretSlog(t *testing.T) {
 	} {
 		var buf bytes.Buffer
 		cfg := validConfig()
-		slog.New(h(&buf)).Info("loaded", "token", cfg.Token, "config", cfg)
+		slog.New(h(&buf)).Info("loaded", "token", cfg.Clusters[0].Token, "config", cfg)
 		if strings.Contains(buf.String(), testToken) {
 			t.Errorf("%s handler leaks the token: %s", name, buf.String())
 		}
@@ -114,8 +115,7 @@ func TestSecretSlog(t *testing.T) {
 // validConfig is a valid Config holding testToken.
 func validConfig() *Config {
 	c := Default()
-	c.URL = "https://xoa.example.com"
-	c.Token = testToken
+	c.Clusters = []Cluster{server()}
 	return c
 }
 
@@ -163,15 +163,20 @@ func TestConfigJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got["requestTimeout"] != "10s" {
-		t.Errorf("requestTimeout = %v, want 10s", got["requestTimeout"])
+	clusters, _ := got["clusters"].([]any)
+	if len(clusters) != 1 {
+		t.Fatalf("clusters = %v", got["clusters"])
+	}
+	cl, _ := clusters[0].(map[string]any)
+	if cl["requestTimeout"] != "10s" || cl["listTimeout"] != "2m0s" {
+		t.Errorf("timeouts = %v / %v, want 10s / 2m0s", cl["requestTimeout"], cl["listTimeout"])
 	}
 	inv, _ := got["inventory"].(map[string]any)
-	if inv["resyncPeriod"] != "10m0s" || inv["pollPeriod"] != "30s" || inv["staleAfter"] != "3m0s" {
+	if inv["resyncPeriod"] != "10m0s" || inv["pollPeriod"] != "30s" || inv["staleAfter"] != "3m0s" || inv["settleTime"] != "30s" {
 		t.Errorf("inventory = %v", inv)
 	}
-	if got["url"] != "https://xoa.example.com" || got["token"] != Redacted {
-		t.Errorf("url/token = %v / %v", got["url"], got["token"])
+	if cl["url"] != "https://xoa.example.com" || cl["token"] != Redacted {
+		t.Errorf("url/token = %v / %v", cl["url"], cl["token"])
 	}
 }
 
@@ -180,8 +185,8 @@ func TestErrorsNeverHoldValidatedToken(t *testing.T) {
 	// The user pasted the token where a CIDR belongs: Validate must not echo it.
 	cfg.Addresses.InternalCIDRs = []string{testToken}
 	err := cfg.Validate()
-	var errs Errors
-	if !errors.As(err, &errs) || len(errs) != 1 {
+	var agg utilerrors.Aggregate
+	if !errors.As(err, &agg) || len(agg.Errors()) != 1 {
 		t.Fatalf("Validate = %v, want one problem", err)
 	}
 	if strings.Contains(err.Error(), testToken) {

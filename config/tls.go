@@ -8,10 +8,10 @@ import (
 	"strings"
 )
 
-// TLSConfig returns the TLS settings for XO: TLS 1.2 or newer, the system roots plus the
-// certificates of CAFile or CABundle, and no verification only when Insecure is set. It
-// reads CAFile again, so a rotated bundle is picked up by the next call.
-func (c *Config) TLSConfig() (*tls.Config, error) {
+// TLSConfig returns the TLS settings for the XO server c: TLS 1.2 or newer, the system roots
+// plus the certificates of CAFile or CABundle, and no verification only when Insecure is set.
+// It reads CAFile again, so a rotated bundle is picked up by the next call.
+func (c *Cluster) TLSConfig() (*tls.Config, error) {
 	t := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// Opt-in only, and Warnings tells the operator loudly.
@@ -51,19 +51,26 @@ func (c *Config) TLSConfig() (*tls.Config, error) {
 	return t, nil
 }
 
-// Warnings returns what the operator should be told loudly about c: disabled certificate
-// verification, a token sent in clear text, settings that have no effect.
+// Warnings returns what the operator should be told loudly about c, each naming the XO
+// server: disabled certificate verification, a token sent in clear text, settings that have
+// no effect.
 func (c *Config) Warnings() []string {
 	var w []string
-	if c.Insecure {
-		w = append(w, "insecure is true: XO's TLS certificate is not verified, so anyone on the network path "+
-			"can impersonate XO and capture the token; trust XO's CA with caFile or caBundle instead")
-		if c.CAFile != "" || c.CABundle != "" {
-			w = append(w, "caFile/caBundle has no effect while insecure is true")
+	for _, cl := range c.Clusters {
+		server := "XO server " + cl.Name + ": "
+		if cl.Insecure {
+			w = append(w, server+"insecure is true: XO's TLS certificate is not verified, so anyone on the network path "+
+				"can impersonate XO and capture the token; trust XO's CA with caFile or caBundle instead")
+			if cl.CAFile != "" || cl.CABundle != "" {
+				w = append(w, server+"caFile/caBundle is checked but not used while insecure is true")
+			}
 		}
-	}
-	if strings.HasPrefix(strings.ToLower(c.URL), "http://") {
-		w = append(w, "url uses http: the XO token travels unencrypted; use https")
+		if strings.HasPrefix(strings.ToLower(cl.URL), "http://") {
+			w = append(w, server+"url uses http: the XO token travels unencrypted; use https")
+		}
+		if cl.Region != "" && c.Topology.Region != RegionServer {
+			w = append(w, server+`region has no effect unless topology.region is "server"`)
+		}
 	}
 	return w
 }

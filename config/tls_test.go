@@ -42,19 +42,20 @@ func TestTLSConfig(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		mod     func(*Config)
+		mod     func(*Cluster)
 		connect bool
 	}{
-		{"system roots only", func(*Config) {}, false},
-		{"caBundle", func(c *Config) { c.CABundle = caPEM }, true},
-		{"caFile", func(c *Config) { c.CAFile = caFile }, true},
-		{"insecure", func(c *Config) { c.Insecure = true }, true},
+		{"system roots only", func(*Cluster) {}, false},
+		{"caBundle", func(c *Cluster) { c.CABundle = caPEM }, true},
+		{"caFile", func(c *Cluster) { c.CAFile = caFile }, true},
+		{"insecure", func(c *Cluster) { c.Insecure = true }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := validConfig()
+			cfg := validConfig()
+			c := &cfg.Clusters[0]
 			tt.mod(c)
-			if err := c.Validate(); err != nil {
+			if err := cfg.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
 			tc, err := c.TLSConfig()
@@ -82,7 +83,7 @@ func TestTLSConfigErrors(t *testing.T) {
 	_, caPEM := serverCA(t)
 	keyPEM := "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
 	badCert := "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
-	for name, c := range map[string]*Config{
+	for name, c := range map[string]*Cluster{
 		"both":        {CAFile: "/x", CABundle: caPEM},
 		"missing":     {CAFile: filepath.Join(t.TempDir(), "none.pem")},
 		"private key": {CABundle: caPEM + keyPEM},
@@ -99,7 +100,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		"bad cert":    {badCert, "PEM block 1"},
 	} {
 		_, err := loadString(t, base+"caBundle: |\n  "+strings.ReplaceAll(strings.TrimSpace(tt.bundle), "\n", "\n  ")+"\n", nil)
-		if err == nil || !strings.Contains(err.Error(), "caBundle: "+tt.want) {
+		if err == nil || !strings.Contains(err.Error(), "caBundle: Invalid value: "+tt.want) {
 			t.Errorf("%s: Load = %v, want caBundle: %s", name, err, tt.want)
 		}
 	}
@@ -113,10 +114,10 @@ func TestLoadCAFileRelative(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if want := filepath.Join(dir, "ca.pem"); c.CAFile != want {
-		t.Errorf("CAFile = %q, want %q", c.CAFile, want)
+	if want := filepath.Join(dir, "ca.pem"); c.Clusters[0].CAFile != want {
+		t.Errorf("CAFile = %q, want %q", c.Clusters[0].CAFile, want)
 	}
-	if _, err := c.TLSConfig(); err != nil {
+	if _, err := c.Clusters[0].TLSConfig(); err != nil {
 		t.Errorf("TLSConfig: %v", err)
 	}
 }
@@ -128,9 +129,17 @@ func TestWarnings(t *testing.T) {
 		want []string
 	}{
 		{"none", func(*Config) {}, nil},
-		{"insecure", func(c *Config) { c.Insecure = true }, []string{"not verified"}},
-		{"insecure with CA", func(c *Config) { c.Insecure, c.CABundle = true, "x" }, []string{"not verified", "no effect"}},
-		{"http", func(c *Config) { c.URL = "http://xoa.example.com" }, []string{"unencrypted"}},
+		{"insecure", func(c *Config) { c.Clusters[0].Insecure = true }, []string{"XO server xoa.example.com: insecure is true"}},
+		{"insecure with CA", func(c *Config) { c.Clusters[0].Insecure, c.Clusters[0].CABundle = true, "x" },
+			[]string{"not verified", "checked but not used while insecure"}},
+		{"http", func(c *Config) { c.Clusters[0].URL = "http://xoa.example.com" }, []string{"XO server xoa.example.com: url uses http"}},
+		{"region unused", func(c *Config) { c.Clusters[0].Region = "eu" }, []string{`region has no effect unless topology.region is "server"`}},
+		{"region used", func(c *Config) { c.Clusters[0].Region, c.Topology.Region = "eu", RegionServer }, nil},
+		{"each server", func(c *Config) {
+			c.Clusters = append(c.Clusters, server(), server())
+			c.Clusters[1].Name, c.Clusters[1].Insecure = "b", true
+			c.Clusters[2].Name, c.Clusters[2].URL = "c", "http://c"
+		}, []string{"XO server b: insecure", "XO server c: url uses http"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,11 +7,15 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Limits of the durations.
@@ -26,93 +30,176 @@ const (
 	minPollPeriod   = time.Second
 	maxPollPeriod   = time.Hour
 	maxStaleAfter   = 24 * time.Hour
+	minSettleTime   = time.Second
+	maxSettleTime   = 10 * time.Minute
 )
 
 // maxFileSize bounds every file Load reads (config, token, CA bundle).
 const maxFileSize = 1 << 20
 
-// Validate checks c and returns Errors listing every problem, or nil. It reads CAFile to
-// check it holds certificates. It does not read TokenFile: Load does, into Token.
+var (
+	topologyRegions = []string{RegionPoolID, RegionPoolName, RegionServer}
+	topologyZones   = []string{ZoneHostID, ZoneHostName}
+)
+
+// Validate checks c and returns every problem, a utilerrors.Aggregate of *field.Error, or
+// nil. It reads each CAFile to check it holds certificates. It does not read TokenFile: Load
+// does, into Token.
 func (c *Config) Validate() error {
-	var p problems
-	c.validate(&p, readRegularFile)
-	p.list.redact([]string{string(c.Token)})
-	p.list.sort()
-	return p.err()
+	errs := c.validate(readRegularFile)
+	var secrets []string
+	for _, cl := range c.Clusters {
+		secrets = append(secrets, string(cl.Token))
+	}
+	redact(errs, redactor(secrets))
+	return errs.ToAggregate()
 }
 
-// validate adds c's problems to p, skipping paths p already has.
-func (c *Config) validate(p *problems, readFile func(string) ([]byte, error)) {
-	check := func(path, format string, args ...any) {
-		if !p.has(path) {
-			p.add(path, format, args...)
+func (c *Config) validate(readFile func(string) ([]byte, error)) field.ErrorList {
+	var errs field.ErrorList
+	cp := field.NewPath("clusters")
+	if len(c.Clusters) == 0 {
+		errs = append(errs, field.Required(cp, "list at least one XO server"))
+	}
+	// Each maps a value that must be unique to the path that has it first.
+	names, urls, pools := map[string]*field.Path{}, map[string]*field.Path{}, map[string]*field.Path{}
+	unique := func(seen map[string]*field.Path, key string, p *field.Path, value any, detail string) bool {
+		first, dup := seen[key]
+		if !dup {
+			seen[key] = p
+			return false
+		}
+		e := field.Duplicate(p, value)
+		e.Detail = "also at " + first.String() + detail
+		errs = append(errs, e)
+		return true
+	}
+	for i := range c.Clusters {
+		cl, p := &c.Clusters[i], cp.Index(i)
+		errs = append(errs, cl.validate(p, readFile)...)
+		dupURL := false
+		if u, msg := normalizeURL(cl.URL); msg == "" {
+			dupURL = unique(urls, u, p.Child("url"), u, "")
+		}
+		if name := cl.name(); name != "" && (cl.Name != "" || !dupURL) {
+			unique(names, name, p.Child("name"), name, "; a name defaults to the URL's host[:port]")
+		}
+		for j, pool := range cl.Pools {
+			key := pool
+			if uuid.Validate(pool) == nil {
+				key = strings.ToLower(pool)
+			}
+			unique(pools, key, p.Child("pools").Index(j), pool, ": a pool is in one server's scope at most")
+		}
+		if c.Topology.Region == RegionServer && cl.Region == "" {
+			errs = append(errs, field.Required(p.Child("region"), `required when topology.region is "server"`))
 		}
 	}
 
-	if _, msg := normalizeURL(c.URL); msg != "" {
-		check("url", "%s", msg)
+	ip := field.NewPath("inventory")
+	inv := c.Inventory
+	errs = append(errs, checkRange(ip.Child("resyncPeriod"), inv.ResyncPeriod, minResyncPeriod, maxResyncPeriod)...)
+	errs = append(errs, checkRange(ip.Child("pollPeriod"), inv.PollPeriod, minPollPeriod, maxPollPeriod)...)
+	// Not above pollPeriod, the inventory would turn stale between two relists of a healthy XO.
+	if inv.StaleAfter <= inv.PollPeriod || inv.StaleAfter > maxStaleAfter {
+		errs = append(errs, field.Invalid(ip.Child("staleAfter"), fmtDuration(inv.StaleAfter),
+			fmt.Sprintf("must be greater than inventory.pollPeriod (%s) and at most %s", fmtDuration(inv.PollPeriod), fmtDuration(maxStaleAfter))))
 	}
-	if msg := checkToken(string(c.Token)); msg != "" {
-		check("token", "%s", msg)
-	}
+	errs = append(errs, checkRange(ip.Child("settleTime"), inv.SettleTime, minSettleTime, maxSettleTime)...)
 
+	lp, ap := field.NewPath("labels"), field.NewPath("addresses")
+	errs = append(errs, checkEach(lp.Child("tagLabelPrefixes"), c.Labels.TagLabelPrefixes, checkPrefix)...)
+	errs = append(errs, checkEach(lp.Child("tagTaintPrefixes"), c.Labels.TagTaintPrefixes, checkPrefix)...)
+	errs = append(errs, checkEach(ap.Child("internalCIDRs"), c.Addresses.InternalCIDRs, checkCIDR)...)
+	errs = append(errs, checkEach(ap.Child("externalCIDRs"), c.Addresses.ExternalCIDRs, checkCIDR)...)
+
+	tp := field.NewPath("topology")
+	if !slices.Contains(topologyRegions, c.Topology.Region) {
+		errs = append(errs, field.NotSupported(tp.Child("region"), c.Topology.Region, topologyRegions))
+	}
+	if !slices.Contains(topologyZones, c.Topology.Zone) {
+		errs = append(errs, field.NotSupported(tp.Child("zone"), c.Topology.Zone, topologyZones))
+	}
+	if s := c.Nodes.IgnoreSelector; s != "" {
+		if _, err := labels.Parse(s); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("nodes", "ignoreSelector"), s, err.Error()))
+		}
+	}
+	return errs
+}
+
+// validate returns c's own problems, under p.
+func (c *Cluster) validate(p *field.Path, readFile func(string) ([]byte, error)) field.ErrorList {
+	var errs field.ErrorList
+	if c.URL == "" {
+		errs = append(errs, field.Required(p.Child("url"), "XO's base URL, e.g. https://xoa.example.com"))
+	} else if _, msg := normalizeURL(c.URL); msg != "" {
+		// Not echoed: a URL may hold credentials.
+		errs = append(errs, field.Invalid(p.Child("url"), field.OmitValueType{}, msg))
+	}
+	if c.Token == "" {
+		errs = append(errs, field.Required(p.Child("token"), "an XO authentication token: set token or tokenFile"))
+	} else if msg := checkToken(string(c.Token)); msg != "" {
+		errs = append(errs, field.Invalid(p.Child("token"), field.OmitValueType{}, msg))
+	}
 	switch {
 	case c.CAFile != "" && c.CABundle != "":
-		check("caBundle", "set at most one of caFile and caBundle")
+		errs = append(errs, field.Forbidden(p.Child("caBundle"), "set at most one of caFile and caBundle"))
 	case c.CAFile != "":
 		if b, err := readFile(c.CAFile); err != nil {
-			check("caFile", "%v", err)
+			errs = append(errs, field.Invalid(p.Child("caFile"), field.OmitValueType{}, err.Error()))
 		} else if _, msg := parseCerts(b); msg != "" {
-			check("caFile", "%s: %s", c.CAFile, msg)
+			errs = append(errs, field.Invalid(p.Child("caFile"), c.CAFile, msg))
 		}
 	case c.CABundle != "":
 		if _, msg := parseCerts([]byte(c.CABundle)); msg != "" {
-			check("caBundle", "%s", msg)
+			errs = append(errs, field.Invalid(p.Child("caBundle"), field.OmitValueType{}, msg))
 		}
 	}
-
-	checkRange(check, "requestTimeout", c.RequestTimeout, minRequestTimeout, maxRequestTimeout)
-	checkRange(check, "listTimeout", c.ListTimeout, minListTimeout, maxListTimeout)
-	inv := c.Inventory
-	checkRange(check, "inventory.resyncPeriod", inv.ResyncPeriod, minResyncPeriod, maxResyncPeriod)
-	checkRange(check, "inventory.pollPeriod", inv.PollPeriod, minPollPeriod, maxPollPeriod)
-	switch {
-	case inv.StaleAfter > maxStaleAfter:
-		check("inventory.staleAfter", "must be at most %s", fmtDuration(maxStaleAfter))
-	case inv.StaleAfter <= inv.PollPeriod && !p.has("inventory.pollPeriod"):
-		// Otherwise the inventory would turn stale between two relists of a healthy XO.
-		check("inventory.staleAfter", "must be greater than inventory.pollPeriod (%s)", fmtDuration(inv.PollPeriod))
+	errs = append(errs, checkRange(p.Child("requestTimeout"), c.RequestTimeout, minRequestTimeout, maxRequestTimeout)...)
+	errs = append(errs, checkRange(p.Child("listTimeout"), c.ListTimeout, minListTimeout, maxListTimeout)...)
+	if msgs := validation.IsValidLabelValue(c.Region); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(p.Child("region"), c.Region, strings.Join(msgs, "; ")))
 	}
-
-	for i, s := range c.Labels.TagLabelPrefixes {
-		if msg := checkPrefix(s); msg != "" {
-			check(fmt.Sprintf("labels.tagLabelPrefixes[%d]", i), "%s", msg)
+	for j, pool := range c.Pools {
+		if pool == "" {
+			errs = append(errs, field.Required(p.Child("pools").Index(j), "a pool uuid or name"))
 		}
 	}
-	for i, s := range c.Labels.TagTaintPrefixes {
-		if msg := checkPrefix(s); msg != "" {
-			check(fmt.Sprintf("labels.tagTaintPrefixes[%d]", i), "%s", msg)
-		}
-	}
-	for i, s := range c.Addresses.InternalCIDRs {
-		if msg := checkCIDR(s); msg != "" {
-			check(fmt.Sprintf("addresses.internalCIDRs[%d]", i), "%s", msg)
-		}
-	}
-	for i, s := range c.Addresses.ExternalCIDRs {
-		if msg := checkCIDR(s); msg != "" {
-			check(fmt.Sprintf("addresses.externalCIDRs[%d]", i), "%s", msg)
-		}
-	}
+	return errs
 }
 
-func checkRange(check func(string, string, ...any), path string, d, lo, hi time.Duration) {
-	switch {
-	case d < lo:
-		check(path, "must be at least %s", fmtDuration(lo))
-	case d > hi:
-		check(path, "must be at most %s", fmtDuration(hi))
+// name returns Name, or the URL's host[:port] when Name is empty, or "" when the URL is
+// not valid either.
+func (c *Cluster) name() string {
+	if c.Name != "" {
+		return c.Name
 	}
+	if norm, msg := normalizeURL(c.URL); msg == "" {
+		if u, err := url.Parse(norm); err == nil {
+			return u.Host
+		}
+	}
+	return ""
+}
+
+// checkRange reports d at p unless it is in [lo, hi].
+func checkRange(p *field.Path, d, lo, hi time.Duration) field.ErrorList {
+	if d < lo || d > hi {
+		return field.ErrorList{field.Invalid(p, fmtDuration(d), fmt.Sprintf("must be between %s and %s", fmtDuration(lo), fmtDuration(hi)))}
+	}
+	return nil
+}
+
+// checkEach reports each item of list that check finds a problem with, at p[index].
+func checkEach(p *field.Path, list []string, check func(string) string) field.ErrorList {
+	var errs field.ErrorList
+	for i, s := range list {
+		if msg := check(s); msg != "" {
+			errs = append(errs, field.Invalid(p.Index(i), s, msg))
+		}
+	}
+	return errs
 }
 
 // fmtDuration writes 5m rather than 5m0s.
@@ -127,13 +214,10 @@ func fmtDuration(d time.Duration) string {
 	return s
 }
 
-// normalizeURL checks raw as XO's base URL and returns it with a lower-case scheme and no
-// trailing slash, or a problem. The problem never quotes the URL whole: it may hold
+// normalizeURL checks raw as XO's base URL and returns it with a lower-case scheme and host
+// and no trailing slash, or a problem. The problem never quotes the URL whole: it may hold
 // credentials.
 func normalizeURL(raw string) (string, string) {
-	if raw == "" {
-		return "", "required (XO's base URL, e.g. https://xoa.example.com; or set " + EnvURL + ")"
-	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", "not a valid URL"
@@ -143,7 +227,7 @@ func normalizeURL(raw string) (string, string) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "http" && scheme != "https" {
-		return "", fmt.Sprintf("scheme %s is not supported: want http or https", quote(u.Scheme))
+		return "", fmt.Sprintf("scheme %q is not supported: want http or https", u.Scheme)
 	}
 	if u.User != nil {
 		return "", "must not contain credentials (user:password@): set token or tokenFile"
@@ -153,7 +237,7 @@ func normalizeURL(raw string) (string, string) {
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Sprintf("port %s is not a port number", quote(port))
+			return "", fmt.Sprintf("port %q is not a port number", port)
 		}
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.HasSuffix(raw, "#") {
@@ -165,15 +249,11 @@ func normalizeURL(raw string) (string, string) {
 			return "", "must be XO's base URL, without /rest/v0 (the client adds it)"
 		}
 	}
-	return scheme + "://" + u.Host + path, ""
+	return scheme + "://" + strings.ToLower(u.Host) + path, ""
 }
 
-// checkToken reports a token that is missing or that a cookie cannot carry. It never
-// quotes the token.
+// checkToken reports a token that a cookie cannot carry. It never quotes the token.
 func checkToken(tok string) string {
-	if tok == "" {
-		return "required: set token or tokenFile to an XO authentication token (or set " + EnvToken + ")"
-	}
 	if len(tok) > 4096 {
 		return "is longer than 4096 bytes; is it really an XO authentication token?"
 	}
@@ -197,7 +277,7 @@ func parseCerts(b []byte) ([]*x509.Certificate, string) {
 			break
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Sprintf("PEM block %d is %s, want CERTIFICATE (a CA bundle holds certificates only)", n, quote(block.Type))
+			return nil, fmt.Sprintf("PEM block %d is %q, want CERTIFICATE (a CA bundle holds certificates only)", n, block.Type)
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
@@ -211,34 +291,34 @@ func parseCerts(b []byte) ([]*x509.Certificate, string) {
 	return certs, ""
 }
 
-// checkPrefix checks a label- or taint-key prefix taken from XO tags.
+// checkPrefix checks a label- or taint-key prefix taken from XO tags. Its message does not
+// quote s (the error's value does).
 func checkPrefix(s string) string {
 	domain, name, ok := strings.Cut(s, "/")
 	if !ok {
 		// A bare prefix such as "node" would admit "node-role.kubernetes.io/..." tags.
-		return fmt.Sprintf(`%s must be a DNS subdomain followed by "/" (e.g. %q), so that tags cannot reach another namespace`,
-			quote(s), DefaultTagPrefix)
+		return fmt.Sprintf(`must be a DNS subdomain followed by "/" (e.g. %q), so that tags cannot reach another namespace`, DefaultTagPrefix)
 	}
 	if domain == "kubernetes.io" || domain == "k8s.io" ||
 		strings.HasSuffix(domain, ".kubernetes.io") || strings.HasSuffix(domain, ".k8s.io") {
-		return fmt.Sprintf("%s is reserved: kubernetes.io and k8s.io keys belong to Kubernetes", quote(s))
+		return "reserved: kubernetes.io and k8s.io keys belong to Kubernetes"
 	}
 	if len(validation.IsDNS1123Subdomain(domain)) > 0 {
-		return fmt.Sprintf(`%s: %s before "/" is not a lowercase DNS subdomain`, quote(s), quote(domain))
+		return `the part before "/" must be a lowercase DNS subdomain`
 	}
 	if name == "" {
 		return ""
 	}
 	// The rest starts a key name: at most 62 characters so that one more fits in 63.
 	if len(name) > validation.LabelValueMaxLength-1 {
-		return fmt.Sprintf(`%s: the part after "/" must be at most %d characters`, quote(s), validation.LabelValueMaxLength-1)
+		return fmt.Sprintf(`the part after "/" must be at most %d characters`, validation.LabelValueMaxLength-1)
 	}
 	if !isAlnum(name[0]) {
-		return fmt.Sprintf(`%s: the part after "/" must start with a letter or digit`, quote(s))
+		return `the part after "/" must start with a letter or digit`
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return fmt.Sprintf(`%s: the part after "/" may hold only letters, digits, "-", "_" and "."`, quote(s))
+			return `the part after "/" may hold only letters, digits, "-", "_" and "."`
 		}
 	}
 	return ""
@@ -248,14 +328,14 @@ func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// checkCIDR checks an IPv4 or IPv6 prefix in canonical form.
+// checkCIDR checks an IPv4 or IPv6 prefix in canonical form. Its message does not quote s.
 func checkCIDR(s string) string {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return fmt.Sprintf(`%s is not a CIDR (e.g. "10.0.0.0/8" or "fd00::/8")`, quote(s))
+		return `not a CIDR (e.g. "10.0.0.0/8" or "fd00::/8")`
 	}
 	if m := p.Masked(); m != p {
-		return fmt.Sprintf("%s has host bits set; did you mean %q?", quote(s), m.String())
+		return fmt.Sprintf("has host bits set; did you mean %q?", m.String())
 	}
 	return ""
 }

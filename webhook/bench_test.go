@@ -27,11 +27,11 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
 )
 
-// benchInventory returns an inventory holding n VMs spread over 4 pools of 8 hosts, and the
-// VM ids.
-func benchInventory(b testing.TB, n int) (*inventory.Inventory, []string) {
+// benchEstate returns an Estate of one XO holding n VMs spread over 4 pools of 8 hosts, and
+// the VM ids.
+func benchEstate(b testing.TB, n int) (*inventory.Estate, []string) {
 	b.Helper()
-	x := testenv.NewXO(b, testenv.XOOptions{Token: token})
+	x := testenv.NewXO(b, testenv.XOOptions{})
 	var specs []xosim.VMSpec
 	for p := range 4 {
 		pool := x.AddPool(b, xosim.PoolSpec{NameLabel: fmt.Sprintf("pool-%d", p)})
@@ -48,11 +48,8 @@ func benchInventory(b testing.TB, n int) (*inventory.Inventory, []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	inv := inventory.New(x.Client, inventory.Options{DisableEventStream: true, Log: logr.Discard()})
-	if err := inv.Relist(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return inv, ids
+	x.StartInventory(b, inventory.Options{DisableEventStream: true, Log: logr.Discard()})
+	return testenv.Estate(x), ids
 }
 
 type discardRecorder struct{}
@@ -81,9 +78,9 @@ func admissionRequest(b testing.TB, name, systemUUID string) admission.Request {
 	}}
 }
 
-func newHandler(inv *inventory.Inventory) *admission.Webhook {
+func newHandler(e *inventory.Estate) *admission.Webhook {
 	d := &webhook.NodeDefaulter{
-		Inventory: inv, Recorder: discardRecorder{},
+		Estate: e, Recorder: discardRecorder{},
 		Labels: node.LabelOptions{TagLabelPrefixes: []string{"tag.k8s.xenorchestra/"}},
 	}
 	return d.Webhook()
@@ -96,13 +93,13 @@ func percentiles(b *testing.B, d []time.Duration) {
 	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds()), "p99-ns")
 }
 
-// BenchmarkAdmissionHandler measures one admission as controller-runtime's handler runs it:
-// decode the Node, resolve its VM from memory, compute the labels, build the JSON patch.
+// BenchmarkAdmissionHandler measures one admission as controller-runtime's typed defaulter
+// runs it: decode the Node, resolve its VM from memory, describe it, build the JSON patch.
 func BenchmarkAdmissionHandler(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("vms=%d", n), func(b *testing.B) {
-			inv, ids := benchInventory(b, n)
-			h := newHandler(inv)
+			e, ids := benchEstate(b, n)
+			h := newHandler(e)
 			reqs := make([]admission.Request, 256)
 			for i := range reqs {
 				reqs[i] = admissionRequest(b, fmt.Sprintf("node-%d", i), ids[(i*37)%len(ids)])
@@ -130,9 +127,9 @@ func BenchmarkAdmissionHandler(b *testing.B) {
 // BenchmarkAdmissionHTTPS measures the full HTTPS round trip to controller-runtime's webhook
 // server under 64 concurrent clients, with 10,000 VMs in the inventory.
 func BenchmarkAdmissionHTTPS(b *testing.B) {
-	inv, ids := benchInventory(b, 10000)
+	e, ids := benchEstate(b, 10000)
 	ca := testenv.NewCA(b, "bench-ca")
-	srv := testenv.ServeWebhook(b, ca.CertDir(b, 2, "127.0.0.1"), newHandler(inv))
+	srv := testenv.ServeWebhook(b, ca.CertDir(b, 2, "127.0.0.1"), newHandler(e))
 	bodies := make([][]byte, 256)
 	for i := range bodies {
 		req := admissionRequest(b, fmt.Sprintf("node-%d", i), ids[(i*37)%len(ids)])

@@ -12,24 +12,25 @@ import (
 var (
 	admissionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_webhook_admissions_total",
-		Help: "Node admissions by result (mutated, unchanged, foreign), resolution method and outcome.",
+		Help: "Node admissions by result (mutated, unchanged, foreign, ignored), resolution method and outcome.",
 	}, []string{"result", "method", "outcome"})
 	admissionDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "xenorchestra_webhook_defaulting_duration_seconds",
 		Help:    "Time to resolve and describe one Node, without decoding and patch building.",
 		Buckets: []float64{1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.05, 0.5, 1},
 	})
-	lookupsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "xenorchestra_webhook_xo_lookups_total",
-		Help: "Direct XO reads for VMs missing from the inventory, by result.",
-	}, []string{"result"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(admissionsTotal, admissionDuration, lookupsTotal)
+	metrics.Registry.MustRegister(admissionsTotal, admissionDuration)
 }
 
-func observe(res node.Result, result string, start time.Time) {
-	admissionsTotal.WithLabelValues(result, res.Method.String(), res.Outcome.String()).Inc()
+// observeResult counts an admission that resolved the Node to res.
+func observeResult(result string, res node.Result, start time.Time) {
+	observe(result, res.Method.String(), res.Outcome.String(), start)
+}
+
+func observe(result, method, outcome string, start time.Time) {
+	admissionsTotal.WithLabelValues(result, method, outcome).Inc()
 	admissionDuration.Observe(time.Since(start).Seconds())
 }

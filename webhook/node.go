@@ -16,7 +16,6 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
@@ -24,22 +23,16 @@ import (
 // Path is where the webhook is served.
 const Path = "/mutate-v1-node"
 
-// VMGetter reads one VM from XO; *xo.Client implements it.
-type VMGetter interface {
-	GetVM(ctx context.Context, id string) (*xo.VM, error)
-}
-
-// NodeDefaulter mutates a Node at CREATE. It reads the inventory from memory; only a VM uuid
-// missing from the inventory (a VM created seconds ago) costs one bounded XO call.
+// NodeDefaulter describes a Node at CREATE. It reads the inventory from memory; only a VM uuid
+// missing from the inventory (a VM created seconds ago) costs one bounded XO read, which the
+// Estate makes.
 type NodeDefaulter struct {
-	Inventory *inventory.Inventory
-	// XO, if set, is asked for a VM whose uuid the Node reports but the inventory lacks.
-	XO VMGetter
-	// LookupTimeout bounds that call; keep it well inside the webhook's timeoutSeconds.
-	LookupTimeout time.Duration
-	Labels        node.LabelOptions
-	Addresses     node.AddressOptions
-	Recorder      events.EventRecorder
+	Estate    *inventory.Estate
+	Labels    node.LabelOptions
+	Addresses node.AddressOptions
+	// Ignore names the Nodes left alone: no lookup, no change.
+	Ignore   node.Ignorer
+	Recorder events.EventRecorder
 }
 
 var _ admission.Defaulter[*corev1.Node] = &NodeDefaulter{}
@@ -58,78 +51,44 @@ func (d *NodeDefaulter) Register(srv ctrlwebhook.Server) error {
 	return nil
 }
 
-// Default resolves the Node's VM and sets what the VM implies. It always returns nil: an error
+// Default finds the Node's VM and sets what the VM implies. It always returns nil: an error
 // would deny the Node, and registration must never depend on XO.
 func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	start := time.Now()
+	if d.Ignore.Ignored(n) {
+		observe("ignored", node.MethodNone.String(), "none", start)
+		return nil
+	}
 	log := logr.FromContextOrDiscard(ctx)
-	snap := d.Inventory.Snapshot()
-	res := node.Resolve(snap, n)
-	var vm *xo.VM
-	switch res.Outcome {
-	case node.OutcomeMatched:
-		vm = res.VM
-	case node.OutcomeForeign:
-		observe(res, "foreign", start)
-		return nil
-	case node.OutcomeNotFound, node.OutcomeIncomplete:
-		vm = d.lookup(ctx, n, log)
+	res, view, err := d.Estate.Find(ctx, n)
+	if err != nil {
+		log.V(1).Info("XO could not answer the direct read", "node", n.Name, "error", err.Error())
 	}
-	if vm == nil {
+	switch {
+	case res.Outcome == node.OutcomeForeign:
+		observeResult("foreign", res, start)
+		return nil
+	case res.Outcome != node.OutcomeMatched || res.VM == nil:
 		log.V(1).Info("Node admitted unchanged", "node", n.Name, "outcome", res.Outcome.String(), "reason", res.String())
-		d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonVMNotResolved, ActionAdmit, "admitted unchanged, the controller retries: %s", res.String())
-		observe(res, "unchanged", start)
+		d.eventVMNotResolved(n, res)
+		observeResult("unchanged", res, start)
 		return nil
 	}
-	if vm.PoolID == "" {
-		observe(res, "unchanged", start)
-		return nil
-	}
-	if n.Spec.ProviderID == "" {
-		n.Spec.ProviderID = node.FormatProviderID(vm.PoolID, vm.ID)
-	}
-	desired := node.Desired(vm, snap.Host(vm.Container), snap.Pool(vm.PoolID), n.Labels, d.Labels)
-	node.Apply(n, desired)
+	vm := res.VM
+	desc := node.Describe(view, n, vm, d.Labels)
 	if addrs := node.Addresses(n, vm, d.Addresses); len(addrs) > 0 {
 		n.Status.Addresses = addrs
 	}
-	for _, r := range desired.Rejected {
-		d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonLabelRejected, ActionAdmit, "%s", r.String())
+	for _, r := range desc.Rejected {
+		d.eventLabelRejected(n, r)
+	}
+	// A brand-new Node has no owned keys, hence no conflicts; reported all the same.
+	for _, c := range desc.Conflicts {
+		d.eventLabelConflict(n, c)
 	}
 	if log := log.V(1); log.Enabled() {
 		log.Info("Node described at creation", "node", n.Name, "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String())
 	}
-	observe(res, "mutated", start)
-	return nil
-}
-
-// lookup asks XO directly for a VM the Node names by uuid but the inventory lacks.
-func (d *NodeDefaulter) lookup(ctx context.Context, n *corev1.Node, log logr.Logger) *xo.VM {
-	if d.XO == nil {
-		return nil
-	}
-	ids := node.CandidateUUIDs(n)
-	if len(ids) == 0 {
-		return nil
-	}
-	timeout := d.LookupTimeout
-	if timeout <= 0 {
-		timeout = time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, id := range ids {
-		vm, err := d.XO.GetVM(ctx, id)
-		if err == nil {
-			lookupsTotal.WithLabelValues("found").Inc()
-			return vm
-		}
-		if !xo.IsNotFound(err) {
-			lookupsTotal.WithLabelValues("error").Inc()
-			log.V(1).Info("XO lookup failed", "node", n.Name, "vm", id, "error", err.Error())
-			return nil
-		}
-	}
-	lookupsTotal.WithLabelValues("not_found").Inc()
+	observeResult("mutated", res, start)
 	return nil
 }

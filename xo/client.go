@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,21 +22,24 @@ const BasePath = "/rest/v0"
 
 // Options configures a Client.
 type Options struct {
+	// Name names the XO server in metrics (label "server"). Default: the URL's host[:port].
+	Name string
 	// URL is XO's base URL, e.g. https://xoa.example.com (a base path is kept).
 	URL string
 	// Token is the XO authentication token, sent as the authenticationToken cookie.
 	Token string
 	// TLSConfig verifies XO's certificate; nil means the system roots, TLS 1.2 or newer.
 	TLSConfig *tls.Config
-	// Timeout bounds every request that returns one object, and the wait for response
-	// headers of a streamed list. Default 10s.
+	// Timeout bounds every request that returns one object, retries included, and the wait
+	// for response headers of a streamed list. Default 10s.
 	Timeout time.Duration
-	// ListTimeout bounds a whole streamed list. Default 2m.
+	// ListTimeout bounds a whole streamed list, retries included. Default 2m.
 	ListTimeout time.Duration
 	// Retries is how many times an idempotent read is retried after a network error, a 429 or
 	// a 5xx (never after another 4xx). Default 3; negative disables retries.
 	Retries int
-	// RetryWait is the first backoff; it doubles each try, with jitter, up to 10 times it.
+	// RetryWait is the wait before the first retry; each next wait doubles, up to 10 times
+	// RetryWait, drawn at random from its upper half so that replicas do not retry in step.
 	// Default 200ms.
 	RetryWait time.Duration
 	// UserAgent names the caller. Default "xenorchestra-cloud-controller-manager".
@@ -47,10 +49,9 @@ type Options struct {
 // Client is a client of XO's REST API. It is safe for concurrent use.
 type Client struct {
 	r           *resty.Client
+	name        string
 	timeout     time.Duration
 	listTimeout time.Duration
-	retries     int
-	retryWait   time.Duration
 	// token is kept only to redact it from the answers that go into errors.
 	token []byte
 }
@@ -63,6 +64,9 @@ func New(o Options) (*Client, error) {
 	}
 	if o.Token == "" {
 		return nil, errors.New("xo: no authentication token")
+	}
+	if o.Name == "" {
+		o.Name = u.Host
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
@@ -97,16 +101,22 @@ func New(o Options) (*Client, error) {
 		ForceAttemptHTTP2:     true,
 	}
 	r := resty.New().
-		SetTransport(transport).
+		SetTransport(readErrorBodies{transport}).
 		SetBaseURL(strings.TrimRight(u.String(), "/")+BasePath).
 		SetHeader("User-Agent", o.UserAgent).
 		SetHeader("Accept", "application/json").
 		SetCookie(&http.Cookie{Name: "authenticationToken", Value: o.Token}).
 		SetLogger(discardLogger{}).
-		SetDoNotParseResponse(true).
-		SetRedirectPolicy(resty.NoRedirectPolicy())
-	return &Client{r: r, timeout: o.Timeout, listTimeout: o.ListTimeout, retries: o.Retries, retryWait: o.RetryWait, token: []byte(o.Token)}, nil
+		SetRedirectPolicy(resty.NoRedirectPolicy()).
+		SetResponseBodyLimit(maxObject).
+		SetRetryCount(o.Retries).
+		SetRetryWaitTime(o.RetryWait).
+		SetRetryMaxWaitTime(10 * o.RetryWait)
+	return &Client{r: r, name: o.Name, timeout: o.Timeout, listTimeout: o.ListTimeout, token: []byte(o.Token)}, nil
 }
+
+// maxObject bounds the body of an answer with one object.
+const maxObject = 16 << 20
 
 // redact removes the token from a server's answer before any of it goes into an error (and
 // so into logs and events): a reverse proxy or a misbehaving server may echo the request's
@@ -125,108 +135,118 @@ func (discardLogger) Errorf(string, ...any) {}
 func (discardLogger) Warnf(string, ...any)  {}
 func (discardLogger) Debugf(string, ...any) {}
 
-// do runs one request with retries and hands the successful response to read, which must
-// consume what it needs of the body (do closes it). Only reads (GET) are retried: after a
-// network error, a 429 or a 5xx, and after a read that failed on the network before passing
-// anything on (read returns a transport error from the body).
-func (c *Client) do(ctx context.Context, op, method, path string, query url.Values, body any, read func(*http.Response) error) error {
-	tries := 1
-	if method == http.MethodGet {
-		tries += c.retries
+// readErrorBodies reads the body of every non-2xx answer whole (at most 64 KiB) and closes the
+// connection's: resty drops the answers it retries without closing a streamed one's body
+// (SetDoNotParseResponse), and the message is needed once resty is done with the answer.
+type readErrorBodies struct{ next http.RoundTripper }
+
+func (t readErrorBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || (resp.StatusCode >= 200 && resp.StatusCode <= 299) {
+		return resp, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < tries; attempt++ {
-		if attempt > 0 {
-			if err := sleep(ctx, backoff(c.retryWait, attempt)); err != nil {
-				return lastErr
-			}
-		}
-		retry, err := c.try(ctx, op, method, path, query, body, read)
-		if err == nil || !retry || ctx.Err() != nil {
-			return err
-		}
-		lastErr = err
-	}
-	return lastErr
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	resp.Body = &bufferedBody{Reader: bytes.NewReader(b), data: b}
+	return resp, nil
 }
 
-// try makes one attempt; retry says whether a failure may be retried.
-func (c *Client) try(ctx context.Context, op, method, path string, query url.Values, body any, read func(*http.Response) error) (retry bool, err error) {
+// bufferedBody is an error answer's body, kept whole by readErrorBodies.
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func (*bufferedBody) Close() error { return nil }
+
+// do sends req and hands the 2xx answer of its last attempt to read, which consumes what it
+// needs of the body (do closes it). resty retries reads (GET) after a network error, a 429 or
+// a 5xx, never after another 4xx, with exponential backoff and jitter, all within ctx.
+// A streamed answer (SetDoNotParseResponse) is retried only until its headers: what read
+// does with the body is never retried.
+func (c *Client) do(ctx context.Context, op, method, path string, req *resty.Request, read func(*resty.Response) error) error {
 	start := time.Now()
-	defer func() { observe(op, start, err) }()
-	req := c.r.R().SetContext(ctx)
-	if query != nil {
-		req.SetQueryParamsFromValues(query)
+	// resty has no hook that sees every attempt (OnAfterResponse skips errors and streamed
+	// answers, retry hooks see only retried attempts), so the retry condition, called after
+	// each attempt, counts those it retries; the last attempt is counted below, after read,
+	// as a body cut short or undecodable is its outcome. resty calls no condition once ctx
+	// has ended or when retries are off.
+	var (
+		retried    int // the last attempt the condition retried, and its error
+		retriedErr error
+	)
+	req.SetContext(ctx).AddRetryCondition(func(resp *resty.Response, err error) bool {
+		e := c.result(op, resp, err)
+		if method != http.MethodGet || !retryable(e) || req.Attempt > c.r.RetryCount {
+			return false
+		}
+		observe(c.name, op, start, e)
+		start, retried, retriedErr = time.Now(), req.Attempt, e
+		return true
+	})
+	resp, err := req.Execute(method, path)
+	if retried > 0 && req.Attempt == retried {
+		return retriedErr // ctx ended during the wait for the next attempt
 	}
-	if body != nil {
-		req.SetHeader("Content-Type", "application/json").SetBody(body)
+	if resp != nil && resp.RawResponse != nil {
+		defer resp.RawResponse.Body.Close()
 	}
-	resp, rerr := req.Execute(method, path)
-	if rerr != nil {
-		return true, transportError(op, rerr)
+	if err = c.result(op, resp, err); err == nil && read != nil {
+		err = read(resp)
+	}
+	observe(c.name, op, start, err)
+	return err
+}
+
+// retryable reports a failure that the same read may not meet again: a network error, a 429
+// or a 5xx.
+func retryable(err error) bool {
+	k := kindOf(err)
+	return k == KindUnavailable || k == KindServerError
+}
+
+// result classifies one attempt: nil for a 2xx answer, else the typed error.
+func (c *Client) result(op string, resp *resty.Response, err error) error {
+	if err != nil {
+		return transportError(op, resp, err)
 	}
 	raw := resp.RawResponse
-	defer raw.Body.Close()
-	if raw.StatusCode < 200 || raw.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(raw.Body, 64<<10))
-		e := statusError(op, raw.StatusCode, raw.Header.Get("Content-Type"), c.redact(b))
-		return e.Kind == KindServerError, e
+	if raw.StatusCode >= 200 && raw.StatusCode <= 299 {
+		return nil
 	}
-	if read == nil {
-		return false, nil
+	var body []byte
+	if eb, ok := raw.Body.(*bufferedBody); ok {
+		body = eb.data
 	}
-	if err := read(raw); err != nil {
-		var xe *Error
-		if errors.As(err, &xe) {
-			return xe.Kind == KindUnavailable, err
-		}
-		return false, &Error{Op: op, Kind: KindBadResponse, StatusCode: raw.StatusCode, Message: "undecodable body", Err: err}
-	}
-	return false, nil
+	return statusError(op, raw.StatusCode, raw.Header.Get("Content-Type"), c.redact(body))
 }
 
-// transportError wraps a network failure. url.Error carries the URL (never the cookie).
-func transportError(op string, err error) *Error {
+// transportError wraps a network failure: no answer (url.Error carries the URL, never the
+// cookie), or an answer whose body was cut short or too large.
+func transportError(op string, resp *resty.Response, err error) *Error {
 	e := &Error{Op: op, Kind: KindUnavailable, Err: err}
 	var ue *url.Error
-	if errors.As(err, &ue) {
+	switch {
+	case errors.As(err, &ue):
 		e.Err = ue.Err
+	case errors.Is(err, resty.ErrResponseBodyTooLarge):
+		e.Kind, e.StatusCode, e.Message = KindBadResponse, resp.StatusCode(), "body too large"
+	case resp != nil && resp.RawResponse != nil:
+		e.StatusCode, e.Message = resp.StatusCode(), "body cut short"
 	}
 	return e
 }
 
-// backoff returns the wait before try n (n >= 1): base·2^(n-1), capped at 10·base, with ±50% jitter
-// so that many replicas do not retry in step.
-func backoff(base time.Duration, n int) time.Duration {
-	d := base << (n - 1)
-	if limit := 10 * base; d > limit || d <= 0 {
-		d = limit
-	}
-	return d/2 + rand.N(d)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// get fetches one JSON object into out. The body is read whole first, so that a connection cut
-// mid-body is a retryable network error rather than a decoding one.
+// get fetches one JSON object into out. resty reads the body whole (within the retries), so
+// that a connection cut mid-body is a retryable network error rather than a decoding one.
 func (c *Client) get(ctx context.Context, op, path string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	return c.do(ctx, op, http.MethodGet, path, nil, nil, func(resp *http.Response) error {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-		if err != nil {
-			return &Error{Op: op, Kind: KindUnavailable, StatusCode: resp.StatusCode, Message: "body cut short", Err: err}
+	return c.do(ctx, op, http.MethodGet, path, c.r.R(), func(resp *resty.Response) error {
+		if err := json.Unmarshal(resp.Body(), out); err != nil {
+			return &Error{Op: op, Kind: KindBadResponse, StatusCode: resp.StatusCode(), Message: "undecodable body", Err: err}
 		}
-		return json.Unmarshal(b, out)
+		return nil
 	})
 }
 
@@ -248,55 +268,54 @@ func (c *Client) GetPool(ctx context.Context, id string) (*Pool, error) {
 	return p, nil
 }
 
-// Ping calls /ping, which needs no authentication; it tells whether XO is up, not whether the
-// token is good.
-func (c *Client) Ping(ctx context.Context) error {
-	var out struct {
-		Result string `json:"result"`
-	}
-	if err := c.get(ctx, "ping", "/ping", &out); err != nil {
-		return err
-	}
-	if out.Result != "pong" {
-		return &Error{Op: "ping", Kind: KindBadResponse, Message: "unexpected answer"}
-	}
-	return nil
+// ListVMs streams the VMs matching filter (XO's filter syntax; "" for every VM) with
+// VMFields, calling fn once per distinct id.
+func (c *Client) ListVMs(ctx context.Context, filter string, fn func(*VM)) error {
+	return list(ctx, c, "vms", VMFields, filter, func(v *VM) string { return v.ID }, fn)
 }
 
-// ListVMs streams every VM with VMFields, calling fn once per distinct id.
-func (c *Client) ListVMs(ctx context.Context, fn func(*VM)) error {
-	return list(ctx, c, "vms", VMFields, func(v *VM) string { return v.ID }, fn)
-}
-
-// ListHosts streams every host with HostFields.
-func (c *Client) ListHosts(ctx context.Context, fn func(*Host)) error {
-	return list(ctx, c, "hosts", HostFields, func(h *Host) string { return h.ID }, fn)
+// ListHosts streams the hosts matching filter ("" for every host) with HostFields.
+func (c *Client) ListHosts(ctx context.Context, filter string, fn func(*Host)) error {
+	return list(ctx, c, "hosts", HostFields, filter, func(h *Host) string { return h.ID }, fn)
 }
 
 // ListPools streams every pool with PoolFields.
 func (c *Client) ListPools(ctx context.Context, fn func(*Pool)) error {
-	return list(ctx, c, "pools", PoolFields, func(p *Pool) string { return p.ID }, fn)
+	return list(ctx, c, "pools", PoolFields, "", func(p *Pool) string { return p.ID }, fn)
 }
 
 // ListServers streams XO's pool connections with ServerFields.
 func (c *Client) ListServers(ctx context.Context, fn func(*Server)) error {
-	return list(ctx, c, "servers", ServerFields, func(s *Server) string { return s.ID }, fn)
+	return list(ctx, c, "servers", ServerFields, "", func(s *Server) string { return s.ID }, fn)
+}
+
+// PoolFilter returns the XO filter matching the objects of these pools (by $pool), "" for
+// none: `$pool:|(<id> <id> ...)`. Pool ids are uuids, which need no quoting.
+func PoolFilter(poolIDs []string) string {
+	if len(poolIDs) == 0 {
+		return ""
+	}
+	return "$pool:|(" + strings.Join(poolIDs, " ") + ")"
 }
 
 // list streams collection as ndjson and decodes it one object at a time. Objects without an id
 // are skipped; duplicates (older XO versions could repeat entries) are passed once. On error the
 // caller must discard what fn received: the listing is partial.
-func list[T any](ctx context.Context, c *Client, collection string, fields []string, id func(*T) string, fn func(*T)) error {
+func list[T any](ctx context.Context, c *Client, collection string, fields []string, filter string, id func(*T) string, fn func(*T)) error {
 	op := "list " + collection
 	ctx, cancel := context.WithTimeout(ctx, c.listTimeout)
 	defer cancel()
 	q := url.Values{"fields": {strings.Join(fields, ",")}, "ndjson": {"true"}}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
 	start := time.Now()
-	// A listing is not retried once objects were passed on: the caller would get them twice.
-	// The inventory relists with its own backoff.
-	err := c.do(ctx, op, http.MethodGet, "/"+collection, q, nil, func(resp *http.Response) error {
-		n, err := decodeNDJSON(resp.Body, id, fn)
-		listedObjects.WithLabelValues(collection).Set(float64(n))
+	// A listing is retried only until its answer's headers (see do): once objects were passed
+	// on, the caller would get them twice. The inventory relists with its own backoff.
+	req := c.r.R().SetQueryParamsFromValues(q).SetDoNotParseResponse(true)
+	err := c.do(ctx, op, http.MethodGet, "/"+collection, req, func(resp *resty.Response) error {
+		n, err := decodeNDJSON(resp.RawResponse.Body, id, fn)
+		listedObjects.WithLabelValues(c.name, collection).Set(float64(n))
 		if err != nil {
 			kind := KindBadResponse
 			if ctx.Err() != nil {
@@ -306,7 +325,7 @@ func list[T any](ctx context.Context, c *Client, collection string, fields []str
 		}
 		return nil
 	})
-	observe(op+" stream", start, err)
+	observe(c.name, op+" stream", start, err)
 	return err
 }
 

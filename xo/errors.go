@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Kind classifies an XO API failure. Callers branch on it through the Is* helpers, never on
-// message text.
+// Kind classifies an XO API failure. Callers branch on it (IsNotFound, IsBadResponse, or
+// errors.As and Error.Kind), never on message text.
 type Kind int
 
 const (
@@ -91,20 +91,8 @@ func kindOf(err error) Kind {
 // XO forgets every object of a pool it lost the connection to: not found alone proves nothing.
 func IsNotFound(err error) bool { return kindOf(err) == KindNotFound }
 
-// IsUnauthorized reports whether XO rejected the token.
-func IsUnauthorized(err error) bool { return kindOf(err) == KindUnauthorized }
-
-// IsForbidden reports whether the token's user lacks a privilege.
-func IsForbidden(err error) bool { return kindOf(err) == KindForbidden }
-
-// IsServerError reports a 5xx or 429 answer.
-func IsServerError(err error) bool { return kindOf(err) == KindServerError }
-
 // IsBadResponse reports an answer the client could not use.
 func IsBadResponse(err error) bool { return kindOf(err) == KindBadResponse }
-
-// IsUnavailable reports a transport failure or timeout.
-func IsUnavailable(err error) bool { return kindOf(err) == KindUnavailable }
 
 // errorBody is XO's JSON error shape. "error" is a string, except for request validation (422)
 // where it is an object.

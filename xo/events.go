@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/go-resty/resty/v2"
 )
 
 // Event types of XO's stream.
@@ -27,14 +28,14 @@ const (
 	CollectionPool = "pool"
 )
 
-// Subscription asks the event stream for one collection's changes, with only the given fields.
-type Subscription struct {
+// subscription asks the event stream for one collection's changes, with only the given fields.
+type subscription struct {
 	Collection string   `json:"collection"`
 	Fields     []string `json:"fields,omitempty"`
 }
 
-// DefaultSubscriptions are what the inventory needs.
-var DefaultSubscriptions = []Subscription{
+// subscriptions are what the inventory needs.
+var subscriptions = []subscription{
 	{Collection: CollectionVM, Fields: VMFields},
 	{Collection: CollectionHost, Fields: HostFields},
 	{Collection: CollectionPool, Fields: PoolFields},
@@ -59,7 +60,6 @@ const maxEventLine = 4 << 20
 
 // WatchOptions configures Watch.
 type WatchOptions struct {
-	Subscriptions []Subscription
 	// IdleTimeout breaks the stream when nothing, not even a ping (XO sends one every 30 s),
 	// arrives for this long. Default 75s.
 	IdleTimeout time.Duration
@@ -75,31 +75,26 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions, fn func(Event)) erro
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 75 * time.Second
 	}
-	if len(o.Subscriptions) == 0 {
-		o.Subscriptions = DefaultSubscriptions
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req := c.r.R().SetContext(ctx).SetHeader("Accept", "text/event-stream")
+	const op = "open events"
 	start := time.Now()
-	resp, err := req.Execute(http.MethodGet, "/events")
+	resp, err := c.r.R().SetContext(ctx).SetHeader("Accept", "text/event-stream").SetDoNotParseResponse(true).
+		// Opened once (a condition that says no also stops resty's retry of network errors):
+		// the inventory reopens the stream with its own backoff.
+		AddRetryCondition(func(*resty.Response, error) bool { return false }).
+		Execute(http.MethodGet, "/events")
+	err = c.result(op, resp, err)
+	observe(c.name, op, start, err)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindBadResponse && e.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %w", ErrNoEventStream, err)
+	}
 	if err != nil {
-		e := transportError("open events", err)
-		observe("open events", start, e)
-		return e
+		return err
 	}
 	body := resp.RawResponse.Body
 	defer body.Close()
-	if code := resp.StatusCode(); code != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
-		e := statusError("open events", code, resp.Header().Get("Content-Type"), c.redact(b))
-		observe("open events", start, e)
-		if e.Kind == KindBadResponse && code == http.StatusNotFound {
-			return fmt.Errorf("%w: %w", ErrNoEventStream, e)
-		}
-		return e
-	}
-	observe("open events", start, nil)
 
 	// Break the stream when it goes quiet: a stalled stream must not leave the inventory
 	// believing it is current.
@@ -137,7 +132,7 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions, fn func(Event)) erro
 				if err := json.Unmarshal(data.Bytes(), &init); err != nil || init.ID == "" {
 					return &Error{Op: "events", Kind: KindBadResponse, Message: "bad init event", Err: err}
 				}
-				if err := c.subscribe(ctx, init.ID, o.Subscriptions); err != nil {
+				if err := c.subscribe(ctx, init.ID); err != nil {
 					return err
 				}
 				subscribed = true
@@ -148,7 +143,7 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions, fn func(Event)) erro
 				if ev, ok, err := parseEvent(event, data.Bytes()); err != nil {
 					return err
 				} else if ok {
-					eventsTotal.WithLabelValues(ev.Collection, ev.Type).Inc()
+					eventsTotal.WithLabelValues(c.name, ev.Collection, ev.Type).Inc()
 					fn(ev)
 				}
 			}
@@ -198,11 +193,11 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func (c *Client) subscribe(ctx context.Context, conn string, subs []Subscription) error {
-	for _, s := range subs {
-		op := "subscribe " + s.Collection
+func (c *Client) subscribe(ctx context.Context, conn string) error {
+	for _, s := range subscriptions {
 		sctx, cancel := context.WithTimeout(ctx, c.timeout)
-		err := c.do(sctx, op, http.MethodPost, "/events/"+url.PathEscape(conn)+"/subscriptions", nil, s, nil)
+		req := c.r.R().SetHeader("Content-Type", "application/json").SetBody(s)
+		err := c.do(sctx, "subscribe "+s.Collection, http.MethodPost, "/events/"+url.PathEscape(conn)+"/subscriptions", req, nil)
 		cancel()
 		if err != nil {
 			return err

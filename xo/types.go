@@ -61,18 +61,25 @@ type Pool struct {
 	NameLabel string `json:"name_label"`
 }
 
-// Server is one of XO's connections to a pool (/rest/v0/servers).
+// Server is one of XO's connections to a pool (/rest/v0/servers). PoolID is only reported
+// while the server is connected.
 type Server struct {
 	ID     string `json:"id"`
 	PoolID string `json:"poolId"`
 	Status string `json:"status"`
 	Label  string `json:"label"`
+	// Enabled is false for a server entry an administrator disabled: XO does not connect it.
+	// Absent (older XO) means enabled.
+	Enabled *bool `json:"enabled"`
 }
+
+// IsEnabled reports whether the server entry is enabled (absent counts as enabled).
+func (s *Server) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
 
 // Fields lists, per collection, the fields the inventory asks for: only what it uses.
 var (
 	VMFields     = []string{"id", "name_label", "power_state", "$pool", "$container", "CPUs", "memory", "tags", "addresses", "mainIpAddress"}
 	HostFields   = []string{"id", "name_label", "$pool", "power_state"}
 	PoolFields   = []string{"id", "name_label"}
-	ServerFields = []string{"id", "poolId", "status", "label"}
+	ServerFields = []string{"id", "poolId", "status", "label", "enabled"}
 )

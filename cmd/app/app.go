@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -45,8 +46,9 @@ func init() {
 	metrics.Registry.MustRegister(buildInfo)
 }
 
-// Run loads the XO config, builds the Manager with the inventory, the webhook and the selected
-// controllers, and runs it until ctx ends. env reads environment variables (os.Getenv).
+// Run loads the XO config, builds the Manager with one inventory per XO server, the webhook and
+// the selected controllers, and runs it until ctx ends. env reads environment variables
+// (os.Getenv).
 func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(string) string) error {
 	log := ctrl.Log.WithName("setup")
 	if err := o.Validate(); err != nil {
@@ -59,18 +61,7 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	for _, w := range cfg.Warnings() {
 		log.Info("WARNING: " + w)
 	}
-	tlsConfig, err := cfg.TLSConfig()
-	if err != nil {
-		return err
-	}
-	xoClient, err := xo.New(xo.Options{
-		URL:         cfg.URL,
-		Token:       cfg.Token.Reveal(),
-		TLSConfig:   tlsConfig,
-		Timeout:     cfg.RequestTimeout,
-		ListTimeout: cfg.ListTimeout,
-		UserAgent:   "xenorchestra-cloud-controller-manager/" + version,
-	})
+	ignore, err := node.NewIgnorer(cfg.Nodes.IgnoreSelector)
 	if err != nil {
 		return err
 	}
@@ -89,7 +80,7 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 		LeaseDuration:                 &o.LeaderElectLeaseDuration,
 		RenewDeadline:                 &o.LeaderElectRenewDeadline,
 		RetryPeriod:                   &o.LeaderElectRetryPeriod,
-		Cache:                         cache.Options{DefaultTransform: trimNode},
+		Cache:                         cache.Options{DefaultTransform: common.TrimNode},
 	}
 	var webhookServer ctrlwebhook.Server
 	if o.Webhook {
@@ -105,31 +96,26 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	inv := inventory.New(xoClient, inventory.Options{
-		ResyncPeriod: cfg.Inventory.ResyncPeriod,
-		PollPeriod:   cfg.Inventory.PollPeriod,
-		StaleAfter:   cfg.Inventory.StaleAfter,
-		Log:          ctrl.Log.WithName("inventory"),
-	})
-	if err := mgr.Add(inv); err != nil {
+	estate, err := newEstate(mgr, cfg, o.WebhookLookupTimeout)
+	if err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("xo-inventory", func(*http.Request) error { return inv.ReadyCheck(nil) }); err != nil {
+	if err := mgr.AddReadyzCheck("xo-inventory", func(*http.Request) error { return estate.ReadyCheck(nil) }); err != nil {
 		return err
 	}
 
-	labels := node.LabelOptions{TagLabelPrefixes: cfg.Labels.TagLabelPrefixes, TagTaintPrefixes: cfg.Labels.TagTaintPrefixes}
+	labels := node.LabelOptions{
+		Region: cfg.Topology.Region, Zone: cfg.Topology.Zone,
+		TagLabelPrefixes: cfg.Labels.TagLabelPrefixes, TagTaintPrefixes: cfg.Labels.TagTaintPrefixes,
+	}
 	addresses := node.AddressOptions{InternalCIDRs: cfg.Addresses.InternalPrefixes(), ExternalCIDRs: cfg.Addresses.ExternalPrefixes()}
 	recorder := mgr.GetEventRecorder("xenorchestra-cloud-controller-manager")
 
 	if o.Webhook {
-		d := &webhook.NodeDefaulter{
-			Inventory: inv, XO: xoClient, LookupTimeout: o.WebhookLookupTimeout,
-			Labels: labels, Addresses: addresses, Recorder: recorder,
-		}
+		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Recorder: recorder}
 		if err := startWebhook(ctx, mgr, webhookServer, d, o.WebhookCertDir); err != nil {
 			return err
 		}
@@ -141,19 +127,16 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 			return err
 		}
 	}
-	deps := common.Deps{
-		Client: mgr.GetClient(), Inventory: inv, XO: xoClient, Recorder: recorder, Clock: clock.RealClock{},
-		Labels: labels, Addresses: addresses, Workers: o.Workers, OutOfServiceTaint: cfg.Lifecycle.OutOfServiceTaint,
-	}
+	c, clk := mgr.GetClient(), clock.RealClock{}
 	for _, name := range enabled {
 		var setup interface{ SetupWithManager(ctrl.Manager) error }
 		switch name {
-		case CloudNode:
-			setup = cloudnode.New(deps)
-		case CloudNodeLifecycle:
-			setup = lifecycle.New(deps)
-		case CloudNodeLabelSync:
-			setup = labelsync.New(deps)
+		case cloudnode.Name:
+			setup = cloudnode.New(c, estate, recorder, clk, cloudnode.Options{Labels: labels, Addresses: addresses, Ignore: ignore, Workers: o.Workers})
+		case lifecycle.Name:
+			setup = lifecycle.New(c, estate, recorder, clk, lifecycle.Options{OutOfServiceTaint: cfg.Lifecycle.OutOfServiceTaint, Ignore: ignore, Workers: o.Workers})
+		case labelsync.Name:
+			setup = labelsync.New(c, estate, recorder, labelsync.Options{Labels: labels, Ignore: ignore, Workers: o.Workers})
 		}
 		if err := setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up controller %s: %w", name, err)
@@ -161,8 +144,58 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	}
 
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
-	log.Info("Starting", "version", version, "controllers", enabled, "webhook", o.Webhook, "xo", cfg.URL)
+	log.Info("Starting", "version", version, "controllers", enabled, "webhook", o.Webhook, "xo", serverNames(cfg))
 	return mgr.Start(ctx)
+}
+
+// newEstate builds a client and an inventory per configured XO server, adds the inventories
+// to the manager (they run on every replica: the webhook serves from them), and returns them
+// as one Estate.
+func newEstate(mgr ctrl.Manager, cfg *config.Config, lookupTimeout time.Duration) (*inventory.Estate, error) {
+	members := make([]inventory.Member, 0, len(cfg.Clusters))
+	for i := range cfg.Clusters {
+		cl := &cfg.Clusters[i]
+		tlsConfig, err := cl.TLSConfig()
+		if err != nil {
+			return nil, fmt.Errorf("XO server %s: %w", cl.Name, err)
+		}
+		xoClient, err := xo.New(xo.Options{
+			Name:        cl.Name,
+			URL:         cl.URL,
+			Token:       cl.Token.Reveal(),
+			TLSConfig:   tlsConfig,
+			Timeout:     cl.RequestTimeout,
+			ListTimeout: cl.ListTimeout,
+			UserAgent:   "xenorchestra-cloud-controller-manager/" + version,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("XO server %s: %w", cl.Name, err)
+		}
+		inv := inventory.New(xoClient, inventory.Options{
+			Name:         cl.Name,
+			Region:       cl.Region,
+			Pools:        cl.Pools,
+			SettleTime:   cfg.Inventory.SettleTime,
+			ResyncPeriod: cfg.Inventory.ResyncPeriod,
+			PollPeriod:   cfg.Inventory.PollPeriod,
+			StaleAfter:   cfg.Inventory.StaleAfter,
+			Log:          ctrl.Log.WithName("inventory"),
+		})
+		if err := mgr.Add(inv); err != nil {
+			return nil, err
+		}
+		members = append(members, inventory.Member{Inventory: inv, XO: xoClient})
+	}
+	return inventory.NewEstate(lookupTimeout, members...), nil
+}
+
+// serverNames lists the configured XO servers, for the start-up log line.
+func serverNames(cfg *config.Config) []string {
+	names := make([]string, len(cfg.Clusters))
+	for i, c := range cfg.Clusters {
+		names[i] = c.Name + "=" + c.URL
+	}
+	return names
 }
 
 // profilingHandlers returns Go's pprof handlers when profiling is on.

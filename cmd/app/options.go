@@ -6,11 +6,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 )
 
 // Controller names, as --controllers takes them.
@@ -25,6 +30,17 @@ var AllControllers = []string{CloudNode, CloudNodeLifecycle, CloudNodeLabelSync}
 
 // LeaseName is the leader-election Lease; the chart's RBAC narrows lease access to it.
 const LeaseName = "xenorchestra-cloud-controller-manager"
+
+// NamespaceFile is where a pod finds its namespace (its ServiceAccount's mount). Leader
+// election puts the Lease there when --leader-elect-namespace is empty.
+const NamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// InCluster reports whether the process runs in a pod, by the presence of NamespaceFile (the
+// file controller-runtime's leader election reads).
+func InCluster() bool {
+	_, err := os.Stat(NamespaceFile)
+	return err == nil
+}
 
 // Options are the command's flags.
 type Options struct {
@@ -58,6 +74,12 @@ type Options struct {
 	// Workers is the number of Nodes each controller reconciles at once.
 	Workers int
 	Zap     zap.Options
+	// CheckConfig makes the command load and validate the XO config, print it and exit,
+	// without a cluster.
+	CheckConfig bool
+	// OutOfCluster is not a flag: the caller sets it when the process runs outside a pod (see
+	// InCluster), where leader election has no namespace to default to.
+	OutOfCluster bool
 }
 
 // NewOptions returns the defaults.
@@ -100,7 +122,22 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the Kubernetes API.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes each controller reconciles concurrently.")
+	fs.BoolVar(&o.CheckConfig, "check-config", o.CheckConfig, "Load and validate the XO config (--config and the environment), print it with the token redacted, and exit; needs no cluster.")
 	o.Zap.BindFlags(fs)
+}
+
+// Parse parses args with fs and refuses positional arguments. The flag package stops at the
+// first argument that is not a flag, so "--webhook false --workers=8" would silently leave
+// --workers at its default: a boolean takes its value with =.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (ignoring %q after it): this command takes flags only, each with its value after = (--webhook=false)",
+			fs.Arg(0), fs.Args()[1:])
+	}
+	return nil
 }
 
 // EnabledControllers returns the selected controller names.
@@ -138,8 +175,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--leader-elect-*: want 0 < retry-period (%s) < renew-deadline (%s) < lease-duration (%s)",
 			o.LeaderElectRetryPeriod, o.LeaderElectRenewDeadline, o.LeaderElectLeaseDuration))
 	}
-	if o.KubeAPIQPS <= 0 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps: %g must be positive", o.KubeAPIQPS))
+	// !(x > 0) also catches NaN; the client takes a float32, so larger values are infinite.
+	if !(o.KubeAPIQPS > 0) || o.KubeAPIQPS > math.MaxFloat32 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps: %g must be a positive finite number", o.KubeAPIQPS))
 	}
 	if o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst: %d must be positive", o.KubeAPIBurst))
@@ -147,5 +185,31 @@ func (o *Options) Validate() error {
 	if o.Workers < 1 || o.Workers > 1024 {
 		errs = append(errs, fmt.Errorf("--workers: %d must be in [1, 1024]", o.Workers))
 	}
+	if len(o.EnabledControllers()) == 0 && !o.Webhook {
+		errs = append(errs, errors.New("--controllers is empty and --webhook=false: nothing to run; select a controller or serve the webhook"))
+	}
+	if o.LeaderElect && o.LeaderElectNamespace == "" && o.OutOfCluster {
+		errs = append(errs, errors.New("--leader-elect-namespace: required outside a cluster with --leader-elect (no pod namespace to put the Lease in); or pass --leader-elect=false"))
+	}
 	return errors.Join(errs...)
+}
+
+// LoadConfig loads and validates the XO config named by --config (and the environment, read
+// with env) as the command does at start-up.
+func (o *Options) LoadConfig(env func(string) string) (*config.Config, error) {
+	return config.Load(o.ConfigFile, env)
+}
+
+// PrintConfig writes cfg's effective configuration to w as YAML, tokens redacted, then its
+// warnings as comments.
+func PrintConfig(w io.Writer, cfg *config.Config) error {
+	b, err := cfg.Effective()
+	if err != nil {
+		return err
+	}
+	for _, warning := range cfg.Warnings() {
+		b = fmt.Appendf(b, "# WARNING: %s\n", warning)
+	}
+	_, err = w.Write(b)
+	return err
 }

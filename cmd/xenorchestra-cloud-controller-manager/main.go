@@ -17,18 +17,44 @@ func main() {
 	o := app.NewOptions()
 	o.AddFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
-	flag.Parse()
+	if err := app.Parse(flag.CommandLine, os.Args[1:]); err != nil {
+		exit(err)
+	}
 	if *showVersion {
 		fmt.Println(app.Version())
 		return
 	}
+	// What can be checked without a cluster comes first, flags then the XO config, so that a
+	// mistake there is reported plainly before any attempt to find a kubeconfig.
+	if o.CheckConfig {
+		cfg, err := o.LoadConfig(os.Getenv)
+		if err == nil {
+			err = app.PrintConfig(os.Stdout, cfg)
+		}
+		if err != nil {
+			exit(err)
+		}
+		return
+	}
+	o.OutOfCluster = !app.InCluster()
+	if err := o.Validate(); err != nil {
+		exit(err)
+	}
+	if _, err := o.LoadConfig(os.Getenv); err != nil {
+		exit(err)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
 	restConfig, err := ctrl.GetConfig()
-	if err == nil {
-		err = app.Run(ctrl.SetupSignalHandler(), o, restConfig, os.Getenv)
-	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		exit(fmt.Errorf("kubeconfig: %w", err))
 	}
+	if err := app.Run(ctrl.SetupSignalHandler(), o, restConfig, os.Getenv); err != nil {
+		exit(err)
+	}
+}
+
+// exit prints err and exits with status 1.
+func exit(err error) {
+	fmt.Fprintln(os.Stderr, "error:", err)
+	os.Exit(1)
 }

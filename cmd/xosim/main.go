@@ -104,8 +104,21 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	var o options
 	fs := flag.NewFlagSet("xosim", flag.ContinueOnError)
 	o.addFlags(fs)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(fs.Output(), "Usage: xosim --inventory FILE [flags]\n\n"+
+			"Serves a simulated Xen Orchestra REST API (/rest/v0) with the pools, hosts and VMs of an\n"+
+			"inventory file (YAML or JSON). The token comes from --token-file or $"+tokenEnv+".\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	// Help goes to stdout with success; a bad flag is returned as an error for main to print.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return nil
+		}
+		return fmt.Errorf("%w (see xosim --help)", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

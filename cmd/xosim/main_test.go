@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,17 @@ import (
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
+
+// mainEnv makes the test binary run the command's main (see TestHelpExitsZero).
+const mainEnv = "XOSIM_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func noEnv(string) string { return "" }
 
@@ -119,6 +132,29 @@ func TestServeTLSWithEnvToken(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	if status, body := get(t, client, url+"/rest/v0/pools", "env-token"); status != 200 || !strings.Contains(body, "/rest/v0/pools/") {
 		t.Errorf("GET pools over TLS: %d %s", status, body)
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		cmd := exec.Command(os.Args[0], arg)
+		cmd.Env = append(os.Environ(), mainEnv+"=1")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Errorf("xosim %s: %v; stderr %q", arg, err, stderr.String())
+		}
+		if !strings.HasPrefix(stdout.String(), "Usage: xosim") || !strings.Contains(stdout.String(), "-inventory") {
+			t.Errorf("xosim %s printed %q", arg, stdout.String())
+		}
+	}
+	// A bad flag still fails, with a pointer to the help.
+	cmd := exec.Command(os.Args[0], "--no-such-flag")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(string(out), "see xosim --help") {
+		t.Errorf("xosim --no-such-flag: %v, %q", err, out)
 	}
 }
 

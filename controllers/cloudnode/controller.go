@@ -11,7 +11,6 @@ package cloudnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,12 +37,6 @@ import (
 const Name = "cloud-node"
 
 const (
-	// defaultWorkers applies when Deps.Workers is not set: a burst of new Nodes is mostly API
-	// round trips, which parallelize well.
-	defaultWorkers = 8
-	// lookupTimeout bounds the direct XO read for a VM missing from the inventory, so that a
-	// stalled XO cannot hold a worker for the client's whole retry budget.
-	lookupTimeout = 3 * time.Second
 	// Backoff of a Node that cannot be initialized yet (VM unknown, XO failing): 1 s doubling
 	// to 5 min. An inventory change concerning the Node wakes it up earlier.
 	backoffBase = time.Second
@@ -52,47 +46,38 @@ const (
 	conflictMax  = 10 * time.Second
 )
 
+// Options are the controller's settings.
+type Options struct {
+	// Labels are the topology sources and the tag prefixes.
+	Labels node.LabelOptions
+	// Addresses classifies the VM's addresses.
+	Addresses node.AddressOptions
+	// Ignore selects the Nodes to leave alone.
+	Ignore node.Ignorer
+	// Workers is the number of Nodes reconciled at once.
+	Workers int
+}
+
 // Reconciler reconciles Nodes for the cloud-node controller.
 type Reconciler struct {
-	client    client.Client
-	inv       *inventory.Inventory
-	xo        common.XO
-	recorder  eventRecorder
-	clock     clock.PassiveClock
-	labels    node.LabelOptions
-	addresses node.AddressOptions
-	workers   int
+	client   client.Client
+	estate   *inventory.Estate
+	recorder eventRecorder
+	clock    clock.PassiveClock
+	opts     Options
 
 	// backoff spaces the retries of a Node that cannot be initialized yet.
 	backoff workqueue.TypedRateLimiter[string]
 	// retry spaces the retries after conflicts.
 	retry workqueue.TypedRateLimiter[string]
-	// lookupTimeout bounds one direct XO read.
-	lookupTimeout time.Duration
 }
 
 // New returns the cloud-node Reconciler.
-func New(d common.Deps) *Reconciler {
-	clk := d.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	workers := d.Workers
-	if workers <= 0 {
-		workers = defaultWorkers
-	}
+func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	return &Reconciler{
-		client:        d.Client,
-		inv:           d.Inventory,
-		xo:            d.XO,
-		recorder:      eventRecorder{d.Recorder},
-		clock:         clk,
-		labels:        d.Labels,
-		addresses:     d.Addresses,
-		workers:       workers,
-		backoff:       workqueue.NewTypedItemExponentialFailureRateLimiter[string](backoffBase, backoffMax),
-		retry:         workqueue.NewTypedItemExponentialFailureRateLimiter[string](conflictBase, conflictMax),
-		lookupTimeout: lookupTimeout,
+		client: c, estate: estate, recorder: eventRecorder{recorder}, clock: clk, opts: o,
+		backoff: common.NewBackoff(backoffBase, backoffMax),
+		retry:   common.NewBackoff(conflictBase, conflictMax),
 	}
 }
 
@@ -100,13 +85,15 @@ func New(d common.Deps) *Reconciler {
 // (common.ChangeSource). The Node field indexes (common.SetupIndexes) must be registered on
 // the manager first.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.client == nil {
-		r.client = mgr.GetClient()
-	}
-	if r.inv == nil {
-		return errors.New("cloud-node: no XO inventory")
-	}
-	return common.SetupNodeController(mgr, Name, relevantChange(), r.inv, r.workers, r)
+	return common.SetupNodeController(mgr, Name, r.wants, relevantChange(), r.estate, r.opts.Workers, r)
+}
+
+// wants selects the Nodes to initialize (uninitialized, without another provider's
+// providerID) and the Nodes of this provider whose addresses it keeps; never ignored ones.
+func (r *Reconciler) wants(n *corev1.Node) bool {
+	pid := n.Spec.ProviderID
+	uninitialized := node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
+	return !r.opts.Ignore.Ignored(n) && (node.IsOurs(pid) || pid == "" && uninitialized)
 }
 
 // relevantChange drops the Node updates this controller has nothing to do about: on an
@@ -140,18 +127,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
 	logger := log.FromContext(ctx).WithValues("node", n.Name)
-	uninitialized := node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
-	pid := n.Spec.ProviderID
-	switch {
-	case !n.DeletionTimestamp.IsZero(),
-		// Another provider's Node: never ours to touch.
-		pid != "" && !node.IsOurs(pid),
-		// Initialized without a providerID: not a Node of this provider.
-		pid == "" && !uninitialized:
+	if !n.DeletionTimestamp.IsZero() || !r.wants(&n) {
+		// Deleted, ignored, another provider's, or initialized without a providerID.
 		r.forget(n.Name)
 		return ctrl.Result{}, nil
 	}
-	if r.inv == nil || !r.inv.HasSynced() {
+	uninitialized := node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
+	if !r.estate.HasSynced() {
 		// The first listing of XO has not completed: nothing can be resolved yet. The listing's
 		// changes enqueue the Node again as soon as it lands.
 		if uninitialized {
@@ -176,8 +158,7 @@ func (r *Reconciler) forget(name string) {
 // only. A VM the inventory does not hold leaves the addresses alone: the Node is enqueued again
 // when the VM changes.
 func (r *Reconciler) syncAddresses(ctx context.Context, n *corev1.Node, logger logr.Logger) (ctrl.Result, error) {
-	res := node.Resolve(r.inv.Snapshot(), n)
-	resolutionsTotal.WithLabelValues(res.Method.String(), res.Outcome.String()).Inc()
+	res := node.Resolve(r.estate.View(), n)
 	if res.Outcome != node.OutcomeMatched {
 		logger.V(1).Info("VM not in the XO inventory; addresses left alone", "outcome", res.Outcome.String())
 		return ctrl.Result{}, nil
@@ -198,7 +179,7 @@ func (r *Reconciler) syncAddresses(ctx context.Context, n *corev1.Node, logger l
 // differ from the Node's. It returns the Node as the API server answered (n itself when nothing
 // was written) and whether it wrote.
 func (r *Reconciler) patchAddresses(ctx context.Context, n *corev1.Node, vm *xo.VM) (*corev1.Node, bool, error) {
-	want := node.Addresses(n, vm, r.addresses)
+	want := node.Addresses(n, vm, r.opts.Addresses)
 	if len(want) == 0 || node.AddressesEqual(n.Status.Addresses, want) {
 		return n, false, nil
 	}
@@ -215,30 +196,14 @@ func (r *Reconciler) patchAddresses(ctx context.Context, n *corev1.Node, vm *xo.
 // initialize resolves the VM of an uninitialized Node, sets what is missing and removes the
 // uninitialized taint when, and only when, every required field is set.
 func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr.Logger) (ctrl.Result, error) {
-	snap := r.inv.Snapshot()
-	res := node.Resolve(snap, n)
-	resolutionsTotal.WithLabelValues(res.Method.String(), res.Outcome.String()).Inc()
-
+	res, view, err := r.estate.Find(ctx, n)
 	vm := res.VM
-	method := res.Method
-	switch res.Outcome {
-	case node.OutcomeMatched:
-	case node.OutcomeNotFound, node.OutcomeIncomplete:
-		// A VM created seconds ago may not have reached the inventory yet: one direct read
-		// by uuid, which does not depend on the inventory being complete.
-		found, how, err := r.lookup(ctx, n, logger)
-		if err != nil {
-			return r.xoError(n, logger, err)
-		}
-		if found != nil {
-			vm, method = found, how
-		}
-	}
 	if vm == nil {
-		if res.Outcome == node.OutcomeIncomplete {
-			if err := r.inv.LastError(); err != nil {
-				return r.xoError(n, logger, fmt.Errorf("the XO inventory is not current: %w", err))
-			}
+		switch {
+		case err != nil:
+			return r.xoError(n, logger, err)
+		case res.Outcome == node.OutcomeIncomplete && r.estate.LastError() != nil:
+			return r.xoError(n, logger, fmt.Errorf("the XO inventory is not current: %w", r.estate.LastError()))
 		}
 		return r.notResolved(n, logger, res.String())
 	}
@@ -254,14 +219,8 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 	}
 
 	after := cur.DeepCopy()
-	changed := false
-	if after.Spec.ProviderID == "" {
-		after.Spec.ProviderID = node.FormatProviderID(vm.PoolID, vm.ID)
-		changed = true
-	}
-	desired := node.Desired(vm, snap.Host(vm.Container), snap.Pool(vm.PoolID), cur.Labels, r.labels)
-	applied, conflicts := node.Apply(after, desired)
-	changed = applied || changed
+	desc := node.Describe(view, after, vm, r.opts.Labels)
+	changed := desc.Changed
 	missing := missingFields(after, vm)
 	if len(missing) == 0 {
 		// Last: everything else is already in this patch or on the Node.
@@ -273,18 +232,13 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 		if err := common.Patch(ctx, r.client, cur, after); err != nil {
 			return r.apiError(n, logger, fmt.Errorf("patch node %s: %w", n.Name, err), resultAPIError)
 		}
-		for _, rej := range desired.Rejected {
+		for _, rej := range desc.Rejected {
 			labelRejectionsTotal.WithLabelValues(rej.Kind, string(rej.Reason)).Inc()
 			r.recorder.labelRejected(after, rej.String())
 		}
-		for _, k := range conflicts {
-			// Taints are named <key>:<Effect>; a label key cannot hold a colon.
-			kind := node.KindLabel
-			if strings.Contains(k, ":") {
-				kind = node.KindTaint
-			}
-			labelRejectionsTotal.WithLabelValues(kind, reasonSetBySomeoneElse).Inc()
-			r.recorder.labelRejected(after, fmt.Sprintf("%s %q left alone: set by someone else", kind, k))
+		for _, k := range desc.Conflicts {
+			labelRejectionsTotal.WithLabelValues(kindOf(k), reasonSetBySomeoneElse).Inc()
+			r.recorder.labelConflict(after, k)
 		}
 	}
 	r.retry.Forget(n.Name)
@@ -300,9 +254,17 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 	if !n.CreationTimestamp.IsZero() {
 		initializationDuration.Observe(max(0, r.clock.Since(n.CreationTimestamp.Time).Seconds()))
 	}
-	r.recorder.nodeInitialized(after, vm, method)
-	logger.Info("Node initialized", "method", method.String())
+	r.recorder.nodeInitialized(after, vm, res.Method)
+	logger.Info("Node initialized", "method", res.Method.String())
 	return ctrl.Result{}, nil
+}
+
+// kindOf tells a taint id (<key>:<Effect>) from a label key, which cannot hold a colon.
+func kindOf(k string) string {
+	if strings.Contains(k, ":") {
+		return node.KindTaint
+	}
+	return node.KindLabel
 }
 
 // missingFields lists the required fields the Node lacks: providerID, region and instance
@@ -322,43 +284,6 @@ func missingFields(n *corev1.Node, vm *xo.VM) []string {
 		missing = append(missing, node.LabelZone)
 	}
 	return missing
-}
-
-// lookup reads from XO the VM a Node names by uuid (its providerID, or its systemUUID as-is
-// and byte-swapped) when the inventory lacks it, and says which evidence matched. It returns a
-// nil VM and no error when XO has no such VM or there is no uuid to try, and an error when XO
-// could not answer.
-func (r *Reconciler) lookup(ctx context.Context, n *corev1.Node, logger logr.Logger) (*xo.VM, node.Method, error) {
-	ids := node.CandidateUUIDs(n)
-	if len(ids) == 0 || r.xo == nil {
-		return nil, node.MethodNone, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.lookupTimeout)
-	defer cancel()
-	for i, id := range ids {
-		vm, err := r.xo.GetVM(ctx, id)
-		switch {
-		case err == nil && vm != nil:
-			lookupsTotal.WithLabelValues(resultFound).Inc()
-			vm.ID = strings.ToLower(vm.ID)
-			switch {
-			case n.Spec.ProviderID != "":
-				return vm, node.MethodProviderID, nil
-			case i == 0:
-				return vm, node.MethodSystemUUID, nil
-			default:
-				return vm, node.MethodSystemUUIDSwapped, nil
-			}
-		case err == nil, xo.IsNotFound(err):
-			// "no such VM": try the next form of the uuid.
-		default:
-			lookupsTotal.WithLabelValues(resultError).Inc()
-			return nil, node.MethodNone, fmt.Errorf("get vm %s: %w", id, err)
-		}
-	}
-	lookupsTotal.WithLabelValues(resultNotFound).Inc()
-	logger.V(1).Info("VM not found in XO", "candidates", len(ids))
-	return nil, node.MethodNone, nil
 }
 
 // notResolved keeps the taint, says why, and retries with backoff.
@@ -387,7 +312,7 @@ func (r *Reconciler) apiError(n *corev1.Node, logger logr.Logger, err error, res
 	case apierrors.IsNotFound(err):
 		r.forget(n.Name)
 		return ctrl.Result{}, nil
-	case common.IsConflict(err):
+	case apierrors.IsConflict(err):
 		if result != "" {
 			initializationsTotal.WithLabelValues(resultConflict).Inc()
 		}
@@ -402,7 +327,7 @@ func (r *Reconciler) apiError(n *corev1.Node, logger logr.Logger, err error, res
 
 // resultOf is the metric result of a failed write.
 func resultOf(err error) string {
-	if common.IsConflict(err) {
+	if apierrors.IsConflict(err) {
 		return resultConflict
 	}
 	return resultAPIError

@@ -1,7 +1,6 @@
 package cloudnode
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -30,20 +31,14 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, testenv.Options{}, &env)) }
 
-// fixture is one test's XO (testenv.XO: a simulator with a pool and a host behind a listener
-// that can refuse connections, a real client and a real inventory) and a Reconciler calling
-// the shared API server.
+// fixture is one test's XO (testenv.Fixture: a simulator with a pool behind a listener that
+// can refuse connections, a real client and a real inventory) and a Reconciler calling the
+// shared API server.
 type fixture struct {
-	t      *testing.T
-	ctx    context.Context
-	x      *testenv.XO
-	sim    *xosim.Server
-	client *xo.Client
-	inv    *inventory.Inventory
-	rec    *testenv.Recorder
-	r      *Reconciler
-	pool   string
-	host   string
+	*testenv.Fixture
+	r *Reconciler
+	// host is the host the fixture's VMs run on.
+	host string
 }
 
 const (
@@ -53,65 +48,44 @@ const (
 
 func newFixture(t *testing.T, stream bool) *fixture {
 	t.Helper()
-	x := testenv.NewXO(t, testenv.XOOptions{
-		Token:  token,
-		Client: xo.Options{Timeout: 300 * time.Millisecond, ListTimeout: 5 * time.Second, Retries: -1},
+	tf := testenv.NewFixture(t, env, testenv.FixtureOptions{
+		Token:     token,
+		PoolName:  poolName,
+		HostNames: [2]string{hostName, "host-b"},
+		VMMemory:  4 * xosim.GiB,
+		Client:    xo.Options{Timeout: 300 * time.Millisecond, ListTimeout: 5 * time.Second, Retries: -1},
+		// Relists happen only when a test asks (or, with the event stream, after it subscribes).
+		Inventory: inventory.Options{DisableEventStream: !stream, PollPeriod: time.Hour, ResyncPeriod: time.Hour, Log: logr.Discard()},
 	})
-	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: poolName})
-	host := x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: hostName, Address: "192.0.2.10"})
-	// Relists happen only when a test asks (or, with the event stream, after it subscribes).
-	inv := x.StartInventory(t, inventory.Options{DisableEventStream: !stream, PollPeriod: time.Hour, ResyncPeriod: time.Hour, Log: logr.Discard()})
-	rec := &testenv.Recorder{}
-	r := New(common.Deps{Client: env.Client, Inventory: inv, XO: x.Client, Recorder: rec, Workers: 4})
-	r.lookupTimeout = time.Second
-	return &fixture{t: t, ctx: t.Context(), x: x, sim: x.Sim, client: x.Client, inv: inv, rec: rec, r: r, pool: pool, host: host}
+	f := &fixture{Fixture: tf, host: tf.Host1}
+	f.r = f.newReconciler(env.Client, node.LabelOptions{})
+	return f
 }
 
-// addVM adds a running VM (2 vCPUs, 4 GiB, one guest IP by default) and waits until the
-// inventory holds it.
-func (f *fixture) addVM(spec xosim.VMSpec) string {
-	f.t.Helper()
-	id := f.addVMQuietly(spec)
-	f.sync(func(s *inventory.Snapshot) bool { return s.VM(id) != nil })
-	return id
+// newReconciler returns the controller on the fixture's estate.
+func (f *fixture) newReconciler(c client.Client, labels node.LabelOptions) *Reconciler {
+	return New(c, f.Estate, f.Rec, clock.RealClock{}, Options{Labels: labels, Workers: 4})
 }
 
-// addVMQuietly adds a VM without waiting for the inventory.
-func (f *fixture) addVMQuietly(spec xosim.VMSpec) string {
-	f.t.Helper()
-	if spec.PoolID == "" {
-		spec.PoolID = f.pool
-	}
-	if spec.HostID == "" {
-		spec.HostID = f.host
-	}
-	if spec.CPUs == 0 {
-		spec.CPUs = 2
-	}
-	if spec.Memory == 0 {
-		spec.Memory = 4 * xosim.GiB
-	}
-	return f.x.AddVM(f.t, spec)
-}
+// addVM adds a running VM (2 vCPUs, 4 GiB by default) and waits until the inventory holds it.
+func (f *fixture) addVM(spec xosim.VMSpec) string { f.T.Helper(); return f.AddVM(spec) }
 
 // sync brings the inventory up to date: it relists without event stream, and waits for cond.
 func (f *fixture) sync(cond func(*inventory.Snapshot) bool) {
-	f.t.Helper()
-	f.x.WaitInventory(f.t, "the inventory to catch up", cond)
+	f.T.Helper()
+	f.WaitInventory("the inventory to catch up", cond)
 }
 
 // nodeName returns a node name unique in the test run.
 func nodeName(t *testing.T) string { return testenv.NodeName(t, "") }
 
 // createNode creates a kubelet-like Node and deletes it when the test ends.
-func (f *fixture) createNode(n *corev1.Node) { f.t.Helper(); env.AddNode(f.t, n) }
+func (f *fixture) createNode(n *corev1.Node) { f.T.Helper(); env.AddNode(f.T, n) }
 
 func (f *fixture) reconcile(name string) ctrl.Result {
-	f.t.Helper()
-	return testenv.Reconcile(f.ctx, f.t, f.r, name)
+	f.T.Helper()
+	return testenv.Reconcile(f.Ctx, f.T, f.r, name)
 }
-
-func (f *fixture) get(name string) *corev1.Node { f.t.Helper(); return env.Node(f.t, name) }
 
 func uninitialized(n *corev1.Node) bool {
 	return node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
@@ -120,10 +94,10 @@ func uninitialized(n *corev1.Node) bool {
 // wantLabels are the labels of a Node on a running VM of the fixture's pool and host.
 func (f *fixture) wantLabels(vmName string) map[string]string {
 	return map[string]string{
-		node.LabelRegion:       f.pool,
+		node.LabelRegion:       f.Pool,
 		node.LabelZone:         f.host,
 		node.LabelInstanceType: "2vCPU-4GB",
-		node.LabelPoolID:       f.pool,
+		node.LabelPoolID:       f.Pool,
 		node.LabelPoolName:     "Pool-A",
 		node.LabelHostID:       f.host,
 		node.LabelHostName:     hostName,
@@ -211,9 +185,9 @@ func TestInitialize(t *testing.T) {
 		name: "byte-swapped system uuid of a UEFI guest",
 		vm:   xosim.VMSpec{IPs: []string{"10.0.0.6", "fd00::6"}, Firmware: "uefi"},
 		node: func(f *fixture, name, vmID string) *corev1.Node {
-			guest, _ := f.sim.GuestSystemUUID(vmID)
+			guest, _ := f.Sim.GuestSystemUUID(vmID)
 			if guest == vmID {
-				f.t.Fatalf("the simulator's UEFI guest reports the raw uuid")
+				f.T.Fatalf("the simulator's UEFI guest reports the raw uuid")
 			}
 			return testenv.KubeletNode(name, testenv.WithSystemUUID(guest))
 		},
@@ -239,7 +213,7 @@ func TestInitialize(t *testing.T) {
 		name: "kubelet --provider-id",
 		vm:   xosim.VMSpec{IPs: []string{"10.0.0.9"}},
 		node: func(f *fixture, name, vmID string) *corev1.Node {
-			return testenv.KubeletNode(name, testenv.WithProviderID(node.FormatProviderID(f.pool, vmID)))
+			return testenv.KubeletNode(name, testenv.WithProviderID(node.FormatProviderID(f.Pool, vmID)))
 		},
 		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "10.0.0.9") },
 		method:    "provider_id",
@@ -266,7 +240,7 @@ func TestInitialize(t *testing.T) {
 				t.Errorf("RequeueAfter = %s after initialization, want 0", res.RequeueAfter)
 			}
 
-			got := f.get(name)
+			got := f.Get(name)
 			want := f.wantLabels(name)
 			var wantAddrs []corev1.NodeAddress
 			if tc.wantAddrs != nil {
@@ -283,8 +257,8 @@ func TestInitialize(t *testing.T) {
 					t.Errorf("addresses = %v, want none", got.Status.Addresses)
 				}
 			}
-			checkInitialized(t, got, node.FormatProviderID(f.pool, vmID), want, wantAddrs)
-			if ev := f.rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].Type != corev1.EventTypeNormal || !strings.Contains(ev[0].Note, tc.method) {
+			checkInitialized(t, got, node.FormatProviderID(f.Pool, vmID), want, wantAddrs)
+			if ev := f.Rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].Type != corev1.EventTypeNormal || !strings.Contains(ev[0].Note, tc.method) {
 				t.Errorf("NodeInitialized events = %+v, want one naming %s", ev, tc.method)
 			}
 			if d := testenv.CounterValue(t, initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
@@ -294,10 +268,10 @@ func TestInitialize(t *testing.T) {
 			// A second pass changes nothing and says nothing more.
 			rv := got.ResourceVersion
 			f.reconcile(name)
-			if again := f.get(name); again.ResourceVersion != rv {
+			if again := f.Get(name); again.ResourceVersion != rv {
 				t.Errorf("second reconcile wrote the node: resourceVersion %s → %s", rv, again.ResourceVersion)
 			}
-			if ev := f.rec.Find(name, ReasonNodeInitialized); len(ev) != 1 {
+			if ev := f.Rec.Find(name, ReasonNodeInitialized); len(ev) != 1 {
 				t.Errorf("NodeInitialized emitted %d times, want once", len(ev))
 			}
 		})
@@ -310,20 +284,20 @@ func TestInitializeWebhookPreset(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
 	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.1.5"}, Tags: []string{"k8s.xenorchestra/label:example.com/tier=web"}})
-	f.r.labels = node.LabelOptions{TagLabelPrefixes: []string{"example.com/"}}
+	labels := node.LabelOptions{TagLabelPrefixes: []string{"example.com/"}}
+	f.r = f.newReconciler(env.Client, labels)
 	n := testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
 	// What the webhook does, with the same shared functions.
-	snap := f.inv.Snapshot()
-	vm := snap.VM(vmID)
-	n.Spec.ProviderID = node.FormatProviderID(vm.PoolID, vm.ID)
-	node.Apply(n, node.Desired(vm, snap.Host(vm.Container), snap.Pool(vm.PoolID), n.Labels, f.r.labels))
+	view := f.Estate.View()
+	vm := view.VM(vmID)
+	node.Describe(view, n, vm, labels)
 	n.Status.Addresses = node.Addresses(n, vm, node.AddressOptions{})
 	f.createNode(n)
-	before := f.get(name)
+	before := f.Get(name)
 
 	f.reconcile(name)
 
-	got := f.get(name)
+	got := f.Get(name)
 	if uninitialized(got) {
 		t.Fatal("taint not removed")
 	}
@@ -346,12 +320,12 @@ func TestLegacyProviderIDKept(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
 	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.2.5"}})
-	legacy := "xeorchestra://" + f.pool + "/" + vmID
+	legacy := "xeorchestra://" + f.Pool + "/" + vmID
 	f.createNode(testenv.KubeletNode(name, testenv.WithProviderID(legacy)))
 
 	f.reconcile(name)
 
-	checkInitialized(t, f.get(name), legacy, f.wantLabels(name), addrs(name, "10.0.2.5"))
+	checkInitialized(t, f.Get(name), legacy, f.wantLabels(name), addrs(name, "10.0.2.5"))
 }
 
 func TestAmbiguousNameKeepsTaint(t *testing.T) {
@@ -360,19 +334,19 @@ func TestAmbiguousNameKeepsTaint(t *testing.T) {
 	f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.5"}})
 	f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.6"}})
 	f.createNode(testenv.KubeletNode(name))
-	before := f.get(name)
+	before := f.Get(name)
 
 	res := f.reconcile(name)
 
 	if res.RequeueAfter <= 0 {
 		t.Errorf("RequeueAfter = %s, want a retry", res.RequeueAfter)
 	}
-	after := f.get(name)
+	after := f.Get(name)
 	checkUntouched(t, before, after)
 	if _, ok := after.Labels[node.LabelRegion]; ok {
 		t.Errorf("region label set on an unresolved node")
 	}
-	ev := f.rec.Find(name, ReasonVMNotResolved)
+	ev := f.Rec.Find(name, node.ReasonVMNotResolved)
 	if len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning || !strings.Contains(ev[0].Note, "ambiguous") {
 		t.Errorf("VMNotResolved events = %+v, want one Warning saying ambiguous", ev)
 	}
@@ -394,27 +368,27 @@ func TestRequiredFieldMissing(t *testing.T) {
 		t.Errorf("RequeueAfter = %s, want a retry", res.RequeueAfter)
 	}
 
-	got := f.get(name)
+	got := f.Get(name)
 	if !uninitialized(got) {
 		t.Error("taint removed although the instance type is unknown")
 	}
-	if got.Spec.ProviderID != node.FormatProviderID(f.pool, vmID) || got.Labels[node.LabelRegion] != f.pool || got.Labels[node.LabelZone] != f.host {
+	if got.Spec.ProviderID != node.FormatProviderID(f.Pool, vmID) || got.Labels[node.LabelRegion] != f.Pool || got.Labels[node.LabelZone] != f.host {
 		t.Errorf("providerID %q, labels %v: want what is known set", got.Spec.ProviderID, got.Labels)
 	}
 	if _, ok := got.Labels[node.LabelInstanceType]; ok {
 		t.Errorf("instance type label set")
 	}
-	if ev := f.rec.Find(name, ReasonInitializationIncomplete); len(ev) != 1 || !strings.Contains(ev[0].Note, node.LabelInstanceType) {
+	if ev := f.Rec.Find(name, ReasonInitializationIncomplete); len(ev) != 1 || !strings.Contains(ev[0].Note, node.LabelInstanceType) {
 		t.Errorf("InitializationIncomplete events = %+v", ev)
 	}
 
 	// Once XO reports the vCPUs, the node is initialized.
-	if err := f.sim.UpdateVM(vmID, func(s *xosim.VMSpec) { s.Extra = nil; s.CPUs = 2 }); err != nil {
+	if err := f.Sim.UpdateVM(vmID, func(s *xosim.VMSpec) { s.Extra = nil; s.CPUs = 2 }); err != nil {
 		t.Fatal(err)
 	}
 	f.sync(func(s *inventory.Snapshot) bool { return node.InstanceType(s.VM(vmID)) != "" })
 	f.reconcile(name)
-	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.4.5"))
+	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.4.5"))
 }
 
 func TestForeignProviderIDUntouched(t *testing.T) {
@@ -431,17 +405,17 @@ func TestForeignProviderIDUntouched(t *testing.T) {
 			vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.5.5"}})
 			opts := append([]testenv.NodeOption{testenv.WithSystemUUID(vmID), testenv.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")}, tc.opts...)
 			f.createNode(testenv.KubeletNode(name, opts...))
-			before := f.get(name)
+			before := f.Get(name)
 
 			if res := f.reconcile(name); res.RequeueAfter != 0 {
 				t.Errorf("RequeueAfter = %s for a foreign node", res.RequeueAfter)
 			}
 
-			after := f.get(name)
+			after := f.Get(name)
 			if after.ResourceVersion != before.ResourceVersion {
 				t.Errorf("foreign node written: %+v", after)
 			}
-			if ev := f.rec.All(name); len(ev) != 0 {
+			if ev := f.Rec.All(name); len(ev) != 0 {
 				t.Errorf("events about a foreign node: %+v", ev)
 			}
 		})
@@ -454,19 +428,19 @@ func TestAddressesFollowGuestIP(t *testing.T) {
 	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.6.5"}})
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
 	f.reconcile(name)
-	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), nil, addrs(name, "10.0.6.5"))
+	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), nil, addrs(name, "10.0.6.5"))
 
-	if err := f.sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.6.99", "0/ipv6/0": "fd00::99"}); err != nil {
+	if err := f.Sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.6.99", "0/ipv6/0": "fd00::99"}); err != nil {
 		t.Fatal(err)
 	}
 	f.sync(func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.6.99")) == 1 })
 	f.reconcile(name)
 
-	got := f.get(name)
+	got := f.Get(name)
 	if want := addrs(name, "10.0.6.99", "fd00::99"); !node.AddressesEqual(got.Status.Addresses, want) {
 		t.Errorf("addresses = %v, want %v", got.Status.Addresses, want)
 	}
-	if ev := f.rec.Find(name, ReasonAddressesUpdated); len(ev) != 1 {
+	if ev := f.Rec.Find(name, ReasonAddressesUpdated); len(ev) != 1 {
 		t.Errorf("AddressesUpdated events = %+v, want one", ev)
 	}
 	if uninitialized(got) {
@@ -493,18 +467,18 @@ func runFault(t *testing.T, fc faultCase) {
 	oldVM := f.addVM(xosim.VMSpec{NameLabel: oldName, IPs: []string{"10.0.7.5"}})
 	f.createNode(testenv.KubeletNode(oldName, testenv.WithSystemUUID(oldVM)))
 	f.reconcile(oldName)
-	oldBefore := f.get(oldName)
-	checkInitialized(t, oldBefore, node.FormatProviderID(f.pool, oldVM), f.wantLabels(oldName), addrs(oldName, "10.0.7.5"))
+	oldBefore := f.Get(oldName)
+	checkInitialized(t, oldBefore, node.FormatProviderID(f.Pool, oldVM), f.wantLabels(oldName), addrs(oldName, "10.0.7.5"))
 
 	fc.inject(f)
 	name := nodeName(t)
-	vmID := f.addVMQuietly(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.7.6"}})
+	vmID := f.AddVMQuietly(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.7.6"}})
 	// The change to the old VM cannot be seen while XO fails.
-	if err := f.sim.SetAddresses(oldVM, map[string]string{"0/ipv4/0": "10.0.7.50"}); err != nil {
+	if err := f.Sim.SetAddresses(oldVM, map[string]string{"0/ipv4/0": "10.0.7.50"}); err != nil {
 		t.Fatal(err)
 	}
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
-	before := f.get(name)
+	before := f.Get(name)
 
 	for range 3 {
 		if res := f.reconcile(name); res.RequeueAfter <= 0 {
@@ -513,16 +487,16 @@ func runFault(t *testing.T, fc faultCase) {
 		f.reconcile(oldName)
 	}
 
-	checkUntouched(t, before, f.get(name))
-	if ev := f.rec.Find(name, fc.reason); len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
-		t.Errorf("%s events = %+v, want Warnings", fc.reason, f.rec.All(name))
+	checkUntouched(t, before, f.Get(name))
+	if ev := f.Rec.Find(name, fc.reason); len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
+		t.Errorf("%s events = %+v, want Warnings", fc.reason, f.Rec.All(name))
 	}
-	for _, e := range f.rec.All(name) {
+	for _, e := range f.Rec.All(name) {
 		if strings.Contains(e.Note, token) {
 			t.Errorf("event leaks the token: %q", e.Note)
 		}
 	}
-	oldAfter := f.get(oldName)
+	oldAfter := f.Get(oldName)
 	if uninitialized(oldAfter) || fmt.Sprint(oldAfter.Labels) != fmt.Sprint(oldBefore.Labels) ||
 		!node.AddressesEqual(oldAfter.Status.Addresses, oldBefore.Status.Addresses) {
 		t.Errorf("initialized node changed during the fault:\n before %v %v\n after  %v %v",
@@ -532,23 +506,23 @@ func runFault(t *testing.T, fc faultCase) {
 	fc.clear(f)
 	testenv.Eventually(t, 10*time.Second, "the node to be initialized after the fault", func() bool {
 		f.reconcile(name)
-		return !uninitialized(f.get(name))
+		return !uninitialized(f.Get(name))
 	})
-	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.7.6"))
+	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.7.6"))
 
 	// And the inventory recovers too: the old node's new address arrives.
 	f.sync(func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.7.50")) == 1 })
 	f.reconcile(oldName)
-	if got := f.get(oldName); !node.AddressesEqual(got.Status.Addresses, addrs(oldName, "10.0.7.50")) {
+	if got := f.Get(oldName); !node.AddressesEqual(got.Status.Addresses, addrs(oldName, "10.0.7.50")) {
 		t.Errorf("old node addresses = %v after recovery", got.Status.Addresses)
 	}
 }
 
 // failingRelist asserts that XO cannot be listed while the fault lasts.
 func failingRelist(f *fixture) {
-	f.t.Helper()
-	if err := f.inv.Relist(f.ctx); err == nil {
-		f.t.Fatal("relist succeeded during the fault")
+	f.T.Helper()
+	if err := f.Inventory.Relist(f.Ctx); err == nil {
+		f.T.Fatal("relist succeeded during the fault")
 	}
 }
 
@@ -556,10 +530,10 @@ func TestFaultServerError(t *testing.T) {
 	var id xosim.FaultID
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			id = f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError, PathPrefix: xosim.BasePath})
+			id = f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError, PathPrefix: xosim.BasePath})
 			failingRelist(f)
 		},
-		clear:  func(f *fixture) { f.sim.RemoveFault(id) },
+		clear:  func(f *fixture) { f.Sim.RemoveFault(id) },
 		reason: ReasonXOUnavailable,
 	})
 }
@@ -568,10 +542,10 @@ func TestFaultTimeout(t *testing.T) {
 	var id xosim.FaultID
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			id = f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 2 * time.Second, PathPrefix: xosim.BasePath})
+			id = f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 2 * time.Second, PathPrefix: xosim.BasePath})
 			failingRelist(f)
 		},
-		clear:  func(f *fixture) { f.sim.RemoveFault(id) },
+		clear:  func(f *fixture) { f.Sim.RemoveFault(id) },
 		reason: ReasonXOUnavailable,
 	})
 }
@@ -579,10 +553,10 @@ func TestFaultTimeout(t *testing.T) {
 func TestFaultConnectionRefused(t *testing.T) {
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			f.x.Close()
+			f.X.Close()
 			failingRelist(f)
 		},
-		clear:  func(f *fixture) { f.x.Reopen(f.t) },
+		clear:  func(f *fixture) { f.X.Reopen(f.T) },
 		reason: ReasonXOUnavailable,
 	})
 }
@@ -590,10 +564,10 @@ func TestFaultConnectionRefused(t *testing.T) {
 func TestFaultUnauthorized(t *testing.T) {
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			f.sim.RevokeToken(token)
+			f.Sim.RevokeToken(token)
 			failingRelist(f)
 		},
-		clear:  func(f *fixture) { f.sim.AddToken(token) },
+		clear:  func(f *fixture) { f.Sim.AddToken(token) },
 		reason: ReasonXOUnavailable,
 	})
 }
@@ -602,10 +576,10 @@ func TestFaultTruncatedListing(t *testing.T) {
 	var id xosim.FaultID
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			id = f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, Lines: 1, PathPrefix: xosim.BasePath + "/vms"})
+			id = f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, Lines: 1, PathPrefix: xosim.BasePath + "/vms"})
 			failingRelist(f)
 		},
-		clear:  func(f *fixture) { f.sim.RemoveFault(id) },
+		clear:  func(f *fixture) { f.Sim.RemoveFault(id) },
 		reason: ReasonXOUnavailable,
 	})
 }
@@ -615,18 +589,18 @@ func TestFaultTruncatedListing(t *testing.T) {
 func TestFaultPoolDisconnected(t *testing.T) {
 	runFault(t, faultCase{
 		inject: func(f *fixture) {
-			if err := f.sim.DisconnectPool(f.pool); err != nil {
-				f.t.Fatal(err)
+			if err := f.Sim.DisconnectPool(f.Pool); err != nil {
+				f.T.Fatal(err)
 			}
-			f.sync(func(s *inventory.Snapshot) bool { return !s.PoolConnected(f.pool) })
+			f.sync(func(s *inventory.Snapshot) bool { return !s.PoolConnected(f.Pool) })
 		},
 		clear: func(f *fixture) {
-			if err := f.sim.ReconnectPool(f.pool); err != nil {
-				f.t.Fatal(err)
+			if err := f.Sim.ReconnectPool(f.Pool); err != nil {
+				f.T.Fatal(err)
 			}
-			f.sync(func(s *inventory.Snapshot) bool { return s.PoolConnected(f.pool) })
+			f.sync(func(s *inventory.Snapshot) bool { return s.PoolConnected(f.Pool) })
 		},
-		reason: ReasonVMNotResolved,
+		reason: node.ReasonVMNotResolved,
 	})
 }
 
@@ -634,23 +608,23 @@ func TestFaultPoolDisconnected(t *testing.T) {
 // inventory; the direct read by uuid still initializes its Node.
 func TestFaultStalledEventStream(t *testing.T) {
 	f := newFixture(t, true)
-	id := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: xosim.BasePath + "/events"})
-	defer f.sim.RemoveFault(id)
+	id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: xosim.BasePath + "/events"})
+	defer f.Sim.RemoveFault(id)
 	name := nodeName(t)
-	vmID := f.addVMQuietly(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.8.5"}})
+	vmID := f.AddVMQuietly(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.8.5"}})
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
-	lookups := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
+	lookups := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
 
 	f.reconcile(name)
 
-	if f.inv.Snapshot().VM(vmID) != nil {
+	if f.Inventory.Snapshot().VM(vmID) != nil {
 		t.Fatal("the VM reached the inventory through a stalled stream")
 	}
-	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID) - lookups; n != 1 {
+	if n := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID) - lookups; n != 1 {
 		t.Errorf("%d direct reads of the VM, want 1", n)
 	}
-	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), map[string]string{
-		node.LabelRegion: f.pool, node.LabelZone: f.host, node.LabelInstanceType: "2vCPU-4GB",
+	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), map[string]string{
+		node.LabelRegion: f.Pool, node.LabelZone: f.host, node.LabelInstanceType: "2vCPU-4GB",
 	}, addrs(name, "10.0.8.5"))
 }
 
@@ -661,49 +635,49 @@ func TestFaultStalledEventStream(t *testing.T) {
 func TestManagerChangeSource(t *testing.T) {
 	f := newFixture(t, true)
 	mgr := testenv.NewManager(t, env.Config)
-	if err := common.SetupIndexes(f.ctx, mgr); err != nil {
+	if err := common.SetupIndexes(f.Ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	r := New(common.Deps{Client: mgr.GetClient(), Inventory: f.inv, XO: f.client, Recorder: f.rec, Workers: 4})
+	r := f.newReconciler(mgr.GetClient(), node.LabelOptions{})
 	// Retries are an hour away: only the change source can bring the Node back in time.
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour)
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunManager(f.ctx, t, mgr)
+	testenv.RunManager(f.Ctx, t, mgr)
 
 	name := nodeName(t)
 	vmID := "3b0f7d5e-2c1a-4e8b-9f60-7a1d2c3b4e5f"
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
-	testenv.Eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.rec.Find(name, ReasonVMNotResolved)) > 0 })
-	if !uninitialized(f.get(name)) {
+	testenv.Eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.Rec.Find(name, node.ReasonVMNotResolved)) > 0 })
+	if !uninitialized(f.Get(name)) {
 		t.Fatal("taint removed for a VM that does not exist")
 	}
 
-	lists := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms")
-	gets := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
-	f.addVMQuietly(xosim.VMSpec{ID: vmID, NameLabel: name, IPs: []string{"10.0.9.5"}})
-	testenv.Eventually(t, 10*time.Second, "the node to be initialized", func() bool { return !uninitialized(f.get(name)) })
-	checkInitialized(t, f.get(name), node.FormatProviderID(f.pool, vmID), f.wantLabels(name), addrs(name, "10.0.9.5"))
-	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms"); n != lists {
+	lists := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms")
+	gets := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID)
+	f.AddVMQuietly(xosim.VMSpec{ID: vmID, NameLabel: name, IPs: []string{"10.0.9.5"}})
+	testenv.Eventually(t, 10*time.Second, "the node to be initialized", func() bool { return !uninitialized(f.Get(name)) })
+	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.9.5"))
+	if n := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms"); n != lists {
 		t.Errorf("%d VM listings during the initialization, want none", n-lists)
 	}
-	if n := f.sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID); n != gets {
+	if n := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms/"+vmID); n != gets {
 		t.Errorf("%d direct VM reads once the inventory knew the VM, want none", n-gets)
 	}
 
-	if err := f.sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.9.77"}); err != nil {
+	if err := f.Sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.9.77"}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the new address on the node", func() bool {
-		return node.AddressesEqual(f.get(name).Status.Addresses, addrs(name, "10.0.9.77"))
+		return node.AddressesEqual(f.Get(name).Status.Addresses, addrs(name, "10.0.9.77"))
 	})
 }
 
 // TestDeletedNode: a Node gone before its reconcile is no error.
 func TestDeletedNode(t *testing.T) {
 	f := newFixture(t, false)
-	res, err := f.r.Reconcile(f.ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: nodeName(t)}})
+	res, err := f.r.Reconcile(f.Ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: nodeName(t)}})
 	if err != nil || res.RequeueAfter != 0 {
 		t.Errorf("Reconcile of a missing node = %+v, %v", res, err)
 	}

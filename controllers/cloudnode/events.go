@@ -10,19 +10,14 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// Event reasons of the cloud-node controller.
+// Event reasons of the cloud-node controller; it also emits node.ReasonVMNotResolved,
+// node.ReasonLabelRejected and node.ReasonLabelConflict.
 const (
 	// ReasonNodeInitialized: every required field is set and the uninitialized taint is gone.
 	ReasonNodeInitialized = "NodeInitialized"
-	// ReasonVMNotResolved: no single VM could be tied to the Node (unknown, ambiguous, or only
-	// an untrusted match); the taint stays.
-	ReasonVMNotResolved = "VMNotResolved"
 	// ReasonXOUnavailable: XO could not answer (error, timeout, refused, token rejected,
 	// truncated listing); the taint stays.
 	ReasonXOUnavailable = "XOUnavailable"
-	// ReasonLabelRejected: a label or taint the VM implies was not set (invalid, refused, or
-	// set by someone else).
-	ReasonLabelRejected = "LabelRejected"
 	// ReasonInitializationIncomplete: the VM is known but a required field (region, instance
 	// type, zone of a running VM) cannot be computed yet; the taint stays.
 	ReasonInitializationIncomplete = "InitializationIncomplete"
@@ -55,7 +50,7 @@ func (e eventRecorder) nodeInitialized(n *corev1.Node, vm *xo.VM, m node.Method)
 }
 
 func (e eventRecorder) vmNotResolved(n *corev1.Node, why string) {
-	e.emit(n, corev1.EventTypeWarning, ReasonVMNotResolved, ActionInitialize,
+	e.emit(n, corev1.EventTypeWarning, node.ReasonVMNotResolved, ActionInitialize,
 		"node stays uninitialized, retrying: %s", why)
 }
 
@@ -65,7 +60,12 @@ func (e eventRecorder) xoUnavailable(n *corev1.Node, err error) {
 }
 
 func (e eventRecorder) labelRejected(n *corev1.Node, what string) {
-	e.emit(n, corev1.EventTypeWarning, ReasonLabelRejected, ActionInitialize, "%s", what)
+	e.emit(n, corev1.EventTypeWarning, node.ReasonLabelRejected, ActionInitialize, "%s", what)
+}
+
+func (e eventRecorder) labelConflict(n *corev1.Node, key string) {
+	e.emit(n, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionInitialize,
+		"a VM tag asks for %q, which someone else set to another value: left alone", key)
 }
 
 func (e eventRecorder) initializationIncomplete(n *corev1.Node, missing []string) {

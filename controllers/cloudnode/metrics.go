@@ -3,8 +3,6 @@ package cloudnode
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 // Metric label values.
@@ -17,9 +15,6 @@ const (
 	resultAPIError    = "api_error"
 	resultNotSynced   = "not_synced"
 	resultUpdated     = "updated"
-	resultFound       = "found"
-	resultNotFound    = "not_found"
-	resultError       = "error"
 	// reasonSetBySomeoneElse counts a tag label or taint left alone because another party set
 	// that key.
 	reasonSetBySomeoneElse = "set_by_someone_else"
@@ -35,14 +30,6 @@ var (
 		Help:    "Time from a Node's creation to the removal of its uninitialized taint.",
 		Buckets: []float64{0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300, 600, 1800, 3600},
 	})
-	resolutionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "xenorchestra_cloud_node_resolutions_total",
-		Help: "Node-to-VM resolutions from the inventory, by method and outcome.",
-	}, []string{"method", "outcome"})
-	lookupsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "xenorchestra_cloud_node_xo_lookups_total",
-		Help: "Direct XO reads for VMs missing from the inventory, by result (found, not_found, error).",
-	}, []string{"result"})
 	addressUpdatesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_cloud_node_address_updates_total",
 		Help: "Writes of a Node's status.addresses, by result (updated, conflict, api_error).",
@@ -54,18 +41,9 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(initializationsTotal, initializationDuration, resolutionsTotal,
-		lookupsTotal, addressUpdatesTotal, labelRejectionsTotal)
+	metrics.Registry.MustRegister(initializationsTotal, initializationDuration, addressUpdatesTotal, labelRejectionsTotal)
 	for _, r := range []string{resultInitialized, resultNotResolved, resultXOError, resultIncomplete, resultConflict, resultAPIError, resultNotSynced} {
 		initializationsTotal.WithLabelValues(r)
-	}
-	for _, m := range node.Methods() {
-		for _, o := range node.Outcomes() {
-			resolutionsTotal.WithLabelValues(m.String(), o.String())
-		}
-	}
-	for _, r := range []string{resultFound, resultNotFound, resultError} {
-		lookupsTotal.WithLabelValues(r)
 	}
 	for _, r := range []string{resultUpdated, resultConflict, resultAPIError} {
 		addressUpdatesTotal.WithLabelValues(r)

@@ -1,43 +1,19 @@
-// Package common holds what the node controllers share: their dependencies, the Node indexes,
-// the source that turns XO inventory changes into reconcile requests, and the patch helper.
+// Package common holds what the three node controllers share: the Node cache trimming, the
+// Node indexes, the source that turns XO inventory changes into reconcile requests, the
+// registration, the optimistic-lock patch, and the retry and resync timing.
 package common
 
 import (
 	"context"
+	"math/rand/v2"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
-
-// XO is the direct XO access the controllers need beyond the inventory: double checks before
-// anything irreversible. *xo.Client implements it.
-type XO interface {
-	GetVM(ctx context.Context, id string) (*xo.VM, error)
-	GetPool(ctx context.Context, id string) (*xo.Pool, error)
-	ListServers(ctx context.Context, fn func(*xo.Server)) error
-}
-
-// Deps are the dependencies every node controller takes.
-type Deps struct {
-	Client    client.Client
-	Inventory *inventory.Inventory
-	XO        XO
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
-	Labels    node.LabelOptions
-	Addresses node.AddressOptions
-	// Workers is the number of Nodes a controller reconciles at once.
-	Workers int
-	// OutOfServiceTaint enables the out-of-service taint on NotReady Nodes of halted VMs.
-	OutOfServiceTaint bool
-}
 
 // Patch sends the difference between before and after as a merge patch carrying before's
 // resourceVersion, so a concurrent change makes it fail with a conflict rather than lose
@@ -52,9 +28,10 @@ func PatchStatus(ctx context.Context, c client.Client, before, after *corev1.Nod
 	return c.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
-// IsConflict reports an optimistic-lock failure.
-func IsConflict(err error) bool {
-	return apierrors.IsConflict(err)
+// Retryable reports a failed write worth retrying quietly: an optimistic-lock conflict, or a
+// Node deleted meanwhile (the next Get sees it gone).
+func Retryable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
 }
 
 // IsReady reports whether the Node's Ready condition is True.
@@ -65,4 +42,16 @@ func IsReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// NewBackoff returns the per-Node retry delays of a controller: base, doubling on each
+// consecutive failure up to max; Forget a Node once it succeeds.
+func NewBackoff(base, max time.Duration) workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, max)
+}
+
+// Resync is the periodic requeue of a Node, with up to a tenth of the period added at random
+// so that Nodes do not come due all at once.
+func Resync(period time.Duration) ctrl.Result {
+	return ctrl.Result{RequeueAfter: period + rand.N(period/10+1)}
 }

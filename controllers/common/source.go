@@ -24,7 +24,7 @@ import (
 const (
 	// IndexVM maps a Node to the uuid of its VM, from an xenorchestra providerID.
 	IndexVM = "xenorchestra.vm"
-	// IndexPool maps a Node to its pool uuid, from the providerID (or the region label).
+	// IndexPool maps a Node to its pool uuid, from the providerID (or the pool_id label).
 	IndexPool = "xenorchestra.pool"
 	// IndexHost maps a Node to the host its VM runs on, from the host_id label.
 	IndexHost = "xenorchestra.host"
@@ -47,8 +47,8 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" {
 				return []string{pool}
 			}
-			if r := n.Labels[node.LabelRegion]; r != "" {
-				return []string{r}
+			if p := n.Labels[node.LabelPoolID]; p != "" {
+				return []string{p}
 			}
 			return nil
 		},
@@ -72,13 +72,18 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
-// SetupNodeController registers a Node controller the way all three are: Node events that pass
-// pred, XO inventory changes through ChangeSource, and workers concurrent reconciles.
-func SetupNodeController(mgr ctrl.Manager, name string, pred predicate.Predicate, inv *inventory.Inventory, workers int, r reconcile.Reconciler) error {
+// SetupNodeController registers a Node controller the way all three are: the Node events
+// that pass pred, and the XO inventory changes (ChangeSource) of the Nodes that pass wants,
+// with workers concurrent reconciles. wants is the controller's own filter (ours, not ignored,
+// initialized...): Nodes it rejects are not enqueued at all.
+func SetupNodeController(mgr ctrl.Manager, name string, wants func(*corev1.Node) bool, pred predicate.Predicate, estate *inventory.Estate, workers int, r reconcile.Reconciler) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
-		For(&corev1.Node{}, builder.WithPredicates(pred)).
-		WatchesRawSource(ChangeSource(inv, mgr.GetClient())).
+		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			n, ok := o.(*corev1.Node)
+			return !ok || wants(n)
+		}), pred)).
+		WatchesRawSource(ChangeSource(estate, mgr.GetClient(), wants)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(r)
 }
@@ -88,15 +93,15 @@ func SetupNodeController(mgr ctrl.Manager, name string, pred predicate.Predicate
 // every Node, which is what they would amount to.
 const changeBuffer = 4096
 
-// ChangeSource returns a source that enqueues the Nodes an XO inventory change concerns: the
-// Node of a changed VM (through IndexVM), the Nodes on a changed host or pool, and, for a VM
-// change, the Nodes not yet tied to any VM. It lets an XO event reach the right Node in
-// milliseconds without listing anything.
-func ChangeSource(inv *inventory.Inventory, c client.Reader) source.Source {
+// ChangeSource returns a source that enqueues the Nodes an XO inventory change concerns and
+// wants accepts: the Node of a changed VM (through IndexVM), the Nodes on a changed host or
+// pool, and, for a VM change, the Nodes not yet tied to any VM. It lets an XO event reach the
+// right Node in milliseconds without listing anything.
+func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.Node) bool) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		changes := make(chan inventory.Change, changeBuffer)
 		overflow := make(chan struct{}, 1)
-		inv.AddHandler(func(ch inventory.Change) {
+		estate.AddHandler(func(ch inventory.Change) {
 			select {
 			case changes <- ch:
 			default:
@@ -109,7 +114,7 @@ func ChangeSource(inv *inventory.Inventory, c client.Reader) source.Source {
 		go func() {
 			logger := log.FromContext(ctx).WithName("xo-changes")
 			mapped := func(ch inventory.Change, sel client.ListOption) {
-				if err := enqueue(ctx, c, q, sel); err != nil {
+				if err := enqueue(ctx, c, q, sel, wants); err != nil {
 					logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
 				}
 			}
@@ -136,9 +141,9 @@ func ChangeSource(inv *inventory.Inventory, c client.Reader) source.Source {
 	})
 }
 
-func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption) error {
+func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption, wants func(*corev1.Node) bool) error {
 	var nodes corev1.NodeList
-	// Only the names are read: the cached objects need no copy.
+	// The cached objects are only read: they need no copy.
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
 	if sel != nil {
 		opts = append(opts, sel)
@@ -147,7 +152,9 @@ func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimiting
 		return err
 	}
 	for i := range nodes.Items {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
+		if wants(&nodes.Items[i]) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
+		}
 	}
 	return nil
 }

@@ -13,20 +13,20 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
@@ -42,28 +42,44 @@ const (
 	conflictRetry = 200 * time.Millisecond
 )
 
-// Reconciler is the cloud-node-label-sync controller.
-type Reconciler struct {
-	d common.Deps
-	// ResyncPeriod is the backstop period (see DefaultResyncPeriod); a tenth of it is added
-	// at random so that Nodes do not come due all at once.
+// Options are the controller's settings. Zero values take the defaults.
+type Options struct {
+	// Labels are the topology sources and the tag prefixes.
+	Labels node.LabelOptions
+	// Ignore selects the Nodes to leave alone.
+	Ignore node.Ignorer
+	// Workers is the number of Nodes reconciled at once.
+	Workers int
+	// ResyncPeriod is the backstop period (see DefaultResyncPeriod).
 	ResyncPeriod time.Duration
-
-	// reported holds, per Node (name/uid), the refused labels and conflicts last reported in
-	// events, so that a standing refusal is reported once and not at every resync.
-	reportedMu sync.Mutex
-	reported   map[string]string
 }
 
-// New returns the controller with the default period.
-func New(d common.Deps) *Reconciler {
-	return &Reconciler{d: d, ResyncPeriod: DefaultResyncPeriod, reported: make(map[string]string)}
+// Reconciler is the cloud-node-label-sync controller.
+type Reconciler struct {
+	client   client.Client
+	estate   *inventory.Estate
+	recorder events.EventRecorder
+	opts     Options
+}
+
+// New returns the controller.
+func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, o Options) *Reconciler {
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	return &Reconciler{client: c, estate: estate, recorder: recorder, opts: o}
 }
 
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of labels,
 // annotations, taints and providerID; not status) and XO inventory changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return common.SetupNodeController(mgr, Name, nodeChanged, r.d.Inventory, r.d.Workers, r)
+	return common.SetupNodeController(mgr, Name, r.wants, nodeChanged, r.estate, r.opts.Workers, r)
+}
+
+// wants selects the initialized Nodes of this provider that are not ignored: the cloud-node
+// controller describes a Node first.
+func (r *Reconciler) wants(n *corev1.Node) bool {
+	return node.IsOurs(n.Spec.ProviderID) && !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") && !r.opts.Ignore.Ignored(n)
 }
 
 // nodeChanged lets through the Node changes that may call for a label patch.
@@ -81,87 +97,49 @@ var nodeChanged = predicate.Funcs{
 	},
 }
 
-func (r *Reconciler) resync() ctrl.Result {
-	p := r.ResyncPeriod
-	if p <= 0 {
-		p = DefaultResyncPeriod
-	}
-	return ctrl.Result{RequeueAfter: p + rand.N(p/10+1)}
-}
-
 // Reconcile brings one initialized Node's labels and tag taints to what its VM implies, in at
-// most one patch.
+// most one patch. A VM missing from the inventory changes nothing; while the inventory cannot
+// vouch for the VM, labels may be added or updated but none removed (node.Describe).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("node", req.Name)
 	var n corev1.Node
-	if err := r.d.Client.Get(ctx, req.NamespacedName, &n); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, &n); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
-	if !node.IsOurs(n.Spec.ProviderID) || node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
-		// Not ours, or not initialized yet: the cloud-node controller describes it first.
+	if !r.wants(&n) {
 		return ctrl.Result{}, nil
 	}
-	snap := r.d.Inventory.Snapshot()
-	res := node.Resolve(snap, &n)
+	view := r.estate.View()
+	res := node.Resolve(view, &n)
 	if res.Outcome != node.OutcomeMatched {
-		// Never remove labels for a VM the inventory does not hold.
 		logger.V(1).Info("VM not in the inventory; labels left as they are", "outcome", res.Outcome.String())
-		return r.resync(), nil
+		return common.Resync(r.opts.ResyncPeriod), nil
 	}
 	vm := res.VM
 	logger = logger.WithValues("vm", vm.ID, "pool", vm.PoolID)
 
-	desired := node.Desired(vm, snap.Host(vm.Container), snap.Pool(vm.PoolID), n.Labels, r.d.Labels)
-	trusted := snap.Complete() && snap.PoolConnected(vm.PoolID)
-	if !trusted {
-		keepOwned(&n, &desired)
-	}
 	after := n.DeepCopy()
-	changed, conflicts := node.Apply(after, desired)
-	r.report(&n, desired.Rejected, conflicts)
-	if !changed {
-		return r.resync(), nil
+	desc := node.Describe(view, after, vm, r.opts.Labels)
+	// Standing refusals are reported at every look; the event recorder folds repeats into one
+	// event series.
+	r.report(&n, desc)
+	if !desc.Changed {
+		return common.Resync(r.opts.ResyncPeriod), nil
 	}
-	if err := common.Patch(ctx, r.d.Client, &n, after); err != nil {
-		if common.IsConflict(err) || apierrors.IsNotFound(err) {
+	if err := common.Patch(ctx, r.client, &n, after); err != nil {
+		if common.Retryable(err) {
 			logger.V(1).Info("Node changed meanwhile; retrying")
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("patch labels of node %s: %w", n.Name, err)
 	}
 	patches.Inc()
-	logger.V(1).Info("Node labels synced", "trusted", trusted)
+	logger.V(1).Info("Node labels synced")
 	r.announce(&n, after)
-	return r.resync(), nil
-}
-
-// keepOwned adds to desired every owned label and tag taint the Node carries that desired
-// lacks, so that applying it removes nothing: used while the inventory cannot be trusted.
-func keepOwned(n *corev1.Node, desired *node.DesiredState) {
-	for _, k := range node.ManagedKeys(n.Annotations) {
-		if _, ok := desired.Labels[k]; ok {
-			continue
-		}
-		if v, ok := n.Labels[k]; ok {
-			desired.Labels[k] = v
-		}
-	}
-	want := make(map[string]bool, len(desired.Taints))
-	for _, t := range desired.Taints {
-		want[node.TaintID(t.Key, t.Effect)] = true
-	}
-	owned := node.ManagedTaints(n.Annotations)
-	for _, t := range n.Spec.Taints {
-		id := node.TaintID(t.Key, t.Effect)
-		if !want[id] && slices.Contains(owned, id) {
-			desired.Taints = append(desired.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-			want[id] = true
-		}
-	}
+	return common.Resync(r.opts.ResyncPeriod), nil
 }
 
 // announce emits the events and counts the metrics of the label changes a patch made.
@@ -188,48 +166,15 @@ func (r *Reconciler) announce(before, after *corev1.Node) {
 	}
 }
 
-// report emits LabelRejected and LabelConflict events, and counts them, when the Node's set of
-// refusals and conflicts differs from the one last reported.
-func (r *Reconciler) report(n *corev1.Node, rejected []node.Rejection, conflicts []string) {
-	var b strings.Builder
-	for _, rj := range rejected {
-		b.WriteString(rj.String())
-		b.WriteByte('\n')
-	}
-	for _, c := range conflicts {
-		b.WriteString(c)
-		b.WriteByte('\n')
-	}
-	fp := b.String()
-	key := n.Name + "/" + string(n.UID)
-	r.reportedMu.Lock()
-	prev, seen := r.reported[key]
-	if fp == "" {
-		delete(r.reported, key)
-	} else {
-		r.reported[key] = fp
-	}
-	r.reportedMu.Unlock()
-	if fp == "" || (seen && prev == fp) {
-		return
-	}
-	for _, rj := range rejected {
+// report emits a LabelRejected event for each label or taint the VM implies that was not set,
+// and a LabelConflict event for each left alone because someone else set it.
+func (r *Reconciler) report(n *corev1.Node, d node.Description) {
+	for _, rj := range d.Rejected {
 		rejectedTotal.WithLabelValues(string(rj.Reason)).Inc()
 		r.eventLabelRejected(n, rj)
 	}
-	for _, c := range conflicts {
+	for _, c := range d.Conflicts {
 		conflictsTotal.Inc()
 		r.eventLabelConflict(n, c)
-	}
-}
-
-// forget drops what was reported for a deleted Node.
-func (r *Reconciler) forget(name string) {
-	r.reportedMu.Lock()
-	defer r.reportedMu.Unlock()
-	for k := range r.reported {
-		if strings.HasPrefix(k, name+"/") {
-			delete(r.reported, k)
-		}
 	}
 }

@@ -6,7 +6,8 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// Event reasons of the controller.
+// Event reasons of the controller; it also emits node.ReasonLabelRejected and
+// node.ReasonLabelConflict.
 const (
 	// ReasonNodeZoneChanged: the VM now runs on another host (live migration).
 	ReasonNodeZoneChanged = "NodeZoneChanged"
@@ -17,42 +18,36 @@ const (
 	ReasonNodeInstanceTypeChanged = "NodeInstanceTypeChanged"
 	// ReasonNodeRenamed: the VM's name changed.
 	ReasonNodeRenamed = "NodeRenamed"
-	// ReasonLabelRejected (Warning): a label or taint the VM implies (a refused tag key, a
-	// name that cannot be a label value) was not set.
-	ReasonLabelRejected = "LabelRejected"
-	// ReasonLabelConflict (Warning): a VM tag asks for a label or taint someone else set with
-	// another value on a key the controller does not own; it was left alone.
-	ReasonLabelConflict = "LabelConflict"
 )
 
 // ActionSync is the action of every event of the controller.
 const ActionSync = "SyncLabels"
 
 func (r *Reconciler) eventZoneChanged(n *corev1.Node, oldZone, newZone, oldHost, newHost string) {
-	r.d.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeZoneChanged, ActionSync,
+	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeZoneChanged, ActionSync,
 		"VM moved: zone %s → %s (host %q → %q)", oldZone, newZone, oldHost, newHost)
 }
 
 func (r *Reconciler) eventRegionChanged(n *corev1.Node, oldRegion, newRegion string) {
-	r.d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonNodeRegionChanged, ActionSync,
+	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonNodeRegionChanged, ActionSync,
 		"VM moved to another pool: region %s → %s; the providerID keeps the old pool", oldRegion, newRegion)
 }
 
 func (r *Reconciler) eventInstanceTypeChanged(n *corev1.Node, oldType, newType string) {
-	r.d.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeInstanceTypeChanged, ActionSync,
+	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeInstanceTypeChanged, ActionSync,
 		"VM resized: instance type %s → %s", oldType, newType)
 }
 
 func (r *Reconciler) eventRenamed(n *corev1.Node, oldName, newName string) {
-	r.d.Recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeRenamed, ActionSync,
+	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeRenamed, ActionSync,
 		"VM renamed: %s → %s", oldName, newName)
 }
 
 func (r *Reconciler) eventLabelRejected(n *corev1.Node, rj node.Rejection) {
-	r.d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonLabelRejected, ActionSync, "%s", rj.String())
+	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelRejected, ActionSync, "%s", rj.String())
 }
 
 func (r *Reconciler) eventLabelConflict(n *corev1.Node, key string) {
-	r.d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonLabelConflict, ActionSync,
+	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionSync,
 		"a VM tag asks for %q, which someone else set to another value: left alone", key)
 }

@@ -1,22 +1,13 @@
 package labelsync
 
 import (
-	"cmp"
-	"context"
 	"os"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
 )
 
 // env is the package's API server, shared by every test (each test uses its own Node names).
@@ -27,113 +18,45 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, testenv.Options{}, &env)) 
 // testToken is the simulator's token.
 const testToken = "labelsync-test-token"
 
-// fixture is one test's XO (testenv.XO: a simulator behind a listener that can refuse
-// connections, a real xo.Client, a real inventory with the event stream) and the controller's
-// dependencies.
+// fixture is one test's XO (testenv.Fixture: a simulator with a pool of two hosts, a real
+// client and inventory) and the controller built on it.
 type fixture struct {
-	t    *testing.T
-	ctx  context.Context
-	x    *testenv.XO
-	sim  *xosim.Server
-	xo   *xo.Client
-	inv  *inventory.Inventory
-	rec  *testenv.Recorder
-	deps common.Deps
+	*testenv.Fixture
+	opts Options
 	r    *Reconciler
-
-	pool, host1, host2 string
 }
 
-type fixtureOptions struct {
-	// idleTimeout is the inventory's StreamIdleTimeout (default 700ms: a stalled stream is
-	// noticed quickly).
-	idleTimeout time.Duration
-}
-
-func newFixture(t *testing.T, o fixtureOptions) *fixture {
+// newFixture builds the fixture; o configures the simulator, its client and inventory.
+func newFixture(t *testing.T, o testenv.FixtureOptions) *fixture {
 	t.Helper()
-	x := testenv.NewXO(t, testenv.XOOptions{
-		Token: testToken, PingInterval: 100 * time.Millisecond,
-		Client: xo.Options{Timeout: 500 * time.Millisecond, ListTimeout: 2 * time.Second, RetryWait: 10 * time.Millisecond},
-	})
-	f := &fixture{t: t, ctx: t.Context(), x: x, sim: x.Sim, xo: x.Client, rec: &testenv.Recorder{}}
-	f.pool = x.AddPool(t, xosim.PoolSpec{NameLabel: "pool-a"})
-	f.host1 = x.AddHost(t, xosim.HostSpec{PoolID: f.pool, NameLabel: "host-1"})
-	f.host2 = x.AddHost(t, xosim.HostSpec{PoolID: f.pool, NameLabel: "host-2"})
-	f.inv = x.StartInventory(t, inventory.Options{
-		PollPeriod:        time.Second,
-		StreamIdleTimeout: cmp.Or(o.idleTimeout, 700*time.Millisecond),
-	})
-	f.deps = common.Deps{
-		Client:    env.Client,
-		Inventory: f.inv,
-		XO:        f.xo,
-		Recorder:  f.rec,
-		Clock:     clock.RealClock{},
-		Workers:   4,
+	o.Token = testToken
+	f := &fixture{Fixture: testenv.NewFixture(t, env, o)}
+	f.opts = Options{
+		Workers: 4,
 		Labels: node.LabelOptions{
 			TagLabelPrefixes: []string{"example.com/", "team"},
 			TagTaintPrefixes: []string{"example.com/"},
 		},
 	}
-	f.r = New(f.deps)
+	f.r = New(env.Client, f.Estate, f.Rec, f.opts)
 	return f
 }
 
-// refuse closes XO's listener: connections are refused until the returned function listens
-// again on the same address.
-func (f *fixture) refuse() (restore func()) {
-	f.x.Close()
-	return func() { f.x.Reopen(f.t) }
+// setLabelOptions rebuilds the controller with other label options, as a restart with
+// another configuration would.
+func (f *fixture) setLabelOptions(o node.LabelOptions) {
+	f.opts.Labels = o
+	f.r = New(env.Client, f.Estate, f.Rec, f.opts)
 }
-
-// waitInventory polls the inventory until cond holds.
-func (f *fixture) waitInventory(what string, cond func(*inventory.Snapshot) bool) {
-	f.t.Helper()
-	f.x.WaitInventory(f.t, what, cond)
-}
-
-// createNode registers a Ready, initialized Node for a VM, as a kubelet with --provider-id
-// would, and removes it at the end of the test.
-func (f *fixture) createNode(suffix, vmID string, opts ...testenv.NodeOption) *corev1.Node {
-	f.t.Helper()
-	all := append([]testenv.NodeOption{
-		testenv.WithProviderID(node.FormatProviderID(f.pool, vmID)),
-		testenv.WithSystemUUID(vmID),
-		testenv.Initialized(),
-	}, opts...)
-	n := testenv.KubeletNode(testenv.NodeName(f.t, suffix), all...)
-	env.AddNode(f.t, n)
-	return n
-}
-
-// get reads a Node from the API server; it fails the test when the Node is missing.
-func (f *fixture) get(name string) *corev1.Node { f.t.Helper(); return env.Node(f.t, name) }
-
-// exists reports whether the Node is still there.
-func (f *fixture) exists(name string) bool { f.t.Helper(); return env.NodeExists(f.t, name) }
 
 // reconcile runs one Reconcile of the Node.
 func (f *fixture) reconcile(name string) ctrl.Result {
-	f.t.Helper()
-	return testenv.Reconcile(f.ctx, f.t, f.r, name)
-}
-
-// addVMSpec adds a VM (pool and host default to the fixture's pool and host1) and waits until
-// the inventory holds it.
-func (f *fixture) addVMSpec(spec xosim.VMSpec) string {
-	f.t.Helper()
-	spec.PoolID = cmp.Or(spec.PoolID, f.pool)
-	spec.HostID = cmp.Or(spec.HostID, f.host1)
-	spec.CPUs = cmp.Or(spec.CPUs, 2)
-	spec.Memory = cmp.Or(spec.Memory, 2*xosim.GiB)
-	id := f.x.AddVM(f.t, spec)
-	f.waitInventory("VM "+spec.NameLabel+" in the inventory", func(s *inventory.Snapshot) bool { return s.VM(id) != nil })
-	return id
+	f.T.Helper()
+	return testenv.Reconcile(f.Ctx, f.T, f.r, name)
 }
 
 // labels returns the stored Node's labels.
 func (f *fixture) labels(name string) map[string]string {
-	f.t.Helper()
-	return f.get(name).Labels
+	f.T.Helper()
+	return f.Get(name).Labels
 }

@@ -5,17 +5,19 @@
 //
 // It follows k8s.io/cloud-provider's node-lifecycle controller, with one deliberate difference:
 // XO forgets every VM of a pool it lost the connection to and then answers "no such VM" for
-// each, so a 404 alone proves nothing. A Node is deleted only when the inventory is synced and
-// complete, the VM's pool is connected, the VM is absent from the inventory, a direct read
-// answers "no such VM", and XO confirms, by a direct read of the pool and of its servers, that
-// it still holds the pool. Any error or doubt leaves the Node in place.
+// each, and on reconnection reports the pool connected before its VMs are loaded, so a 404
+// alone proves nothing. A Node is deleted only when an XO server with a current inventory has
+// the VM's pool connected and settled (see inventory.Snapshot.PoolConnected), the VM has been
+// absent from it for the settle time, a direct read of that server answers "no such VM", and
+// it confirms, by a direct read of the pool and of its servers, that it still holds the pool.
+// Other servers and other pools play no part: a server that is down delays nothing here. Any
+// error or doubt leaves the Node in place.
 package lifecycle
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +25,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -38,10 +43,6 @@ import (
 // Name is the controller's name, as --controllers selects it.
 const Name = "cloud-node-lifecycle"
 
-// AnnotationOutOfService records that this controller put the out-of-service taint on a Node,
-// so that it only ever lifts a taint it added: an out-of-service taint a person set stays.
-const AnnotationOutOfService = "node.k8s.xenorchestra/out-of-service-taint"
-
 // OutOfServiceValue is the value of the out-of-service taint, as Kubernetes documents it for
 // a node that was shut down.
 const OutOfServiceValue = "nodeshutdown"
@@ -50,39 +51,58 @@ const (
 	// DefaultResyncPeriod is how often every Node is looked at again, as a backstop for a
 	// missed Ready transition or XO change. It stays below the inventory's staleness limit.
 	DefaultResyncPeriod = time.Minute
-	// DefaultRetryBase is the first delay after a refused deletion or a failed write; it
-	// doubles on each consecutive failure, up to the resync period.
-	DefaultRetryBase = time.Second
+	// retryBase is the first delay after a refused deletion or a failed write; it doubles on
+	// each consecutive failure, up to the resync period.
+	retryBase = time.Second
 	// DefaultXOTimeout bounds the direct XO reads that confirm a VM is gone.
 	DefaultXOTimeout = 10 * time.Second
 )
 
-// Reconciler is the cloud-node-lifecycle controller.
-type Reconciler struct {
-	d common.Deps
-	// ResyncPeriod is the backstop period (see DefaultResyncPeriod); a tenth of it is added
-	// at random so that Nodes do not come due all at once.
+// Options are the controller's settings. Zero values take the defaults.
+type Options struct {
+	// OutOfServiceTaint enables the out-of-service taint on NotReady Nodes of halted VMs.
+	OutOfServiceTaint bool
+	// Ignore selects the Nodes to leave alone.
+	Ignore node.Ignorer
+	// Workers is the number of Nodes reconciled at once.
+	Workers int
+	// ResyncPeriod is the backstop period (see DefaultResyncPeriod).
 	ResyncPeriod time.Duration
 	// XOTimeout bounds each direct XO read (see DefaultXOTimeout).
 	XOTimeout time.Duration
-	retry     *backoff
 }
 
-// New returns the controller with the default periods.
-func New(d common.Deps) *Reconciler {
-	return &Reconciler{
-		d:            d,
-		ResyncPeriod: DefaultResyncPeriod,
-		XOTimeout:    DefaultXOTimeout,
-		retry:        newBackoff(DefaultRetryBase, DefaultResyncPeriod),
+// Reconciler is the cloud-node-lifecycle controller.
+type Reconciler struct {
+	client   client.Client
+	estate   *inventory.Estate
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	opts     Options
+	retry    workqueue.TypedRateLimiter[string]
+}
+
+// New returns the controller.
+func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
 	}
+	if o.XOTimeout <= 0 {
+		o.XOTimeout = DefaultXOTimeout
+	}
+	return &Reconciler{client: c, estate: estate, recorder: recorder, clock: clk, opts: o,
+		retry: common.NewBackoff(retryBase, o.ResyncPeriod)}
 }
 
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of
 // readiness, providerID, taints and its ownership annotation) and XO inventory changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.retry.max = r.resyncPeriod()
-	return common.SetupNodeController(mgr, Name, nodeChanged, r.d.Inventory, r.d.Workers, r)
+	return common.SetupNodeController(mgr, Name, r.wants, nodeChanged, r.estate, r.opts.Workers, r)
+}
+
+// wants selects the Nodes of this provider that are not ignored.
+func (r *Reconciler) wants(n *corev1.Node) bool {
+	return node.IsOurs(n.Spec.ProviderID) && !r.opts.Ignore.Ignored(n)
 }
 
 // nodeChanged lets through the Node changes the controller acts on; kubelet heartbeats and
@@ -97,26 +117,19 @@ var nodeChanged = predicate.Funcs{
 		return common.IsReady(o) != common.IsReady(n) ||
 			o.Spec.ProviderID != n.Spec.ProviderID ||
 			!slices.EqualFunc(o.Spec.Taints, n.Spec.Taints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }) ||
-			o.Annotations[AnnotationOutOfService] != n.Annotations[AnnotationOutOfService]
+			o.Annotations[node.AnnotationOutOfService] != n.Annotations[node.AnnotationOutOfService]
 	},
 }
 
-func (r *Reconciler) resyncPeriod() time.Duration {
-	if r.ResyncPeriod <= 0 {
-		return DefaultResyncPeriod
-	}
-	return r.ResyncPeriod
-}
-
-// resync is the periodic requeue, with jitter.
-func (r *Reconciler) resync() ctrl.Result {
-	p := r.resyncPeriod()
-	return ctrl.Result{RequeueAfter: p + rand.N(p/10+1)}
+// done forgets the Node's failures and returns the periodic requeue.
+func (r *Reconciler) done(name string) ctrl.Result {
+	r.retry.Forget(name)
+	return common.Resync(r.opts.ResyncPeriod)
 }
 
 // retryLater records a failure for the Node and returns the backoff requeue.
 func (r *Reconciler) retryLater(name string) ctrl.Result {
-	return ctrl.Result{RequeueAfter: r.retry.next(name)}
+	return ctrl.Result{RequeueAfter: r.retry.When(name)}
 }
 
 // Reconcile brings one Node's shutdown and out-of-service taints in line with its VM's power
@@ -124,15 +137,16 @@ func (r *Reconciler) retryLater(name string) ctrl.Result {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("node", req.Name)
 	var n corev1.Node
-	if err := r.d.Client.Get(ctx, req.NamespacedName, &n); err != nil {
+	if err := r.client.Get(ctx, req.NamespacedName, &n); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.retry.reset(req.Name)
+			r.retry.Forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
-	if !node.IsOurs(n.Spec.ProviderID) {
-		// No providerID yet (cloud-node's job) or another provider's Node.
+	if !r.wants(&n) {
+		// No providerID yet (cloud-node's job), another provider's Node, or ignored.
+		r.retry.Forget(n.Name)
 		return ctrl.Result{}, nil
 	}
 	poolID, vmID, err := node.ParseProviderID(n.Spec.ProviderID)
@@ -146,8 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	logger = logger.WithValues("vm", vmID, "pool", poolID)
 	ctx = log.IntoContext(ctx, logger)
 
-	snap := r.d.Inventory.Snapshot()
-	res := node.Resolve(snap, &n)
+	view := r.estate.View()
+	res := node.Resolve(view, &n)
 	ready := common.IsReady(&n)
 
 	var vm *xo.VM
@@ -155,26 +169,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		vm = res.VM
 	}
 	if vm != nil || ready {
-		trusted := vm != nil && snap.Complete() && snap.PoolConnected(vm.PoolID)
-		plan := planTaints(&n, vm, ready, trusted, r.d.OutOfServiceTaint)
+		// The power state of a VM whose pool is connected and settled can lift taints.
+		trusted := vm != nil && view.PoolConnected(vm.PoolID)
+		plan := planTaints(&n, vm, ready, trusted, r.opts.OutOfServiceTaint)
 		if plan.empty() {
-			r.retry.reset(n.Name)
-			return r.resync(), nil
+			return r.done(n.Name), nil
 		}
 		if err := r.applyTaints(ctx, &n, vm, plan); err != nil {
-			if common.IsConflict(err) || apierrors.IsNotFound(err) {
+			if common.Retryable(err) {
 				logger.V(1).Info("Node changed meanwhile; retrying")
 				return r.retryLater(n.Name), nil
 			}
 			return ctrl.Result{}, err
 		}
-		r.retry.reset(n.Name)
-		return r.resync(), nil
+		return r.done(n.Name), nil
 	}
 
 	// NotReady, and the VM is not in the inventory: is it gone?
-	reason, why := r.confirmGone(ctx, snap, poolID, vmID)
-	if reason != "" {
+	reason, why, wait := r.confirmGone(ctx, view, poolID, vmID)
+	switch {
+	case reason == refusedSettling:
+		deletionsRefused.WithLabelValues(reason).Inc()
+		logger.V(1).Info("Node's VM missing from XO; waiting for its absence to settle", "wait", wait)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	case reason != "":
 		deletionsRefused.WithLabelValues(reason).Inc()
 		logger.Info("Node's VM missing from XO but not confirmed gone; Node kept", "reason", reason, "detail", why)
 		r.eventVMGoneUnconfirmed(&n, vmID, why)
@@ -197,16 +215,16 @@ func poolFromLabels(n *corev1.Node) string {
 // Reasons for refusing a deletion: the reason label of the refusals metric.
 const (
 	refusedNotSynced        = "inventory_not_synced"
-	refusedIncomplete       = "inventory_incomplete"
 	refusedPoolUnknown      = "pool_unknown"
 	refusedPoolDisconnected = "pool_disconnected"
+	refusedSettling         = "absence_settling"
 	refusedVMExists         = "vm_exists"
 	refusedXOErrorPrefix    = "xo_"
 )
 
 // refusalReasons lists every reason, to pre-register the metric's series.
 var refusalReasons = []string{
-	refusedNotSynced, refusedIncomplete, refusedPoolUnknown, refusedPoolDisconnected, refusedVMExists,
+	refusedNotSynced, refusedPoolUnknown, refusedPoolDisconnected, refusedSettling, refusedVMExists,
 	refusedXOErrorPrefix + "not_found", refusedXOErrorPrefix + "unauthorized", refusedXOErrorPrefix + "forbidden",
 	refusedXOErrorPrefix + "server_error", refusedXOErrorPrefix + "bad_response", refusedXOErrorPrefix + "unavailable",
 	refusedXOErrorPrefix + "unknown", refusedNodeChanged,
@@ -222,58 +240,59 @@ func xoReason(err error) string {
 }
 
 // confirmGone returns "" when the VM is confirmed gone from XO, else the reason (a metric label
-// value) and a sentence saying why not. The inventory checks come first: they cost nothing, and
-// XO is only asked once they all pass.
-func (r *Reconciler) confirmGone(ctx context.Context, snap *inventory.Snapshot, poolID, vmID string) (reason, why string) {
-	switch {
-	case !r.d.Inventory.HasSynced() || !snap.Synced():
-		return refusedNotSynced, "the XO inventory has not been listed yet"
-	case !snap.Complete():
-		why := "the XO inventory is incomplete or stale (a pool is disconnected, or XO cannot be listed)"
-		if err := r.d.Inventory.LastError(); err != nil {
+// value) and a sentence saying why not; with refusedSettling, wait is how much longer the
+// absence must last. The inventory checks come first: they cost nothing, and XO is only asked
+// once they all pass, and only the server that serves the pool.
+func (r *Reconciler) confirmGone(ctx context.Context, view *inventory.View, poolID, vmID string) (reason, why string, wait time.Duration) {
+	if !r.estate.HasSynced() {
+		return refusedNotSynced, "the XO inventory has not been listed yet", 0
+	}
+	if poolID == "" {
+		return refusedPoolUnknown, "the Node names no pool (providerID without a pool, no pool label)", 0
+	}
+	snap := view.ForPool(poolID)
+	if snap == nil {
+		why := fmt.Sprintf("no XO server holds a current, settled connection to pool %s (disconnected, reconnecting, out of scope, or XO cannot be listed): XO forgets the VMs of a pool it cannot reach", poolID)
+		if err := r.estate.LastError(); err != nil {
 			why += ": " + err.Error()
 		}
-		return refusedIncomplete, why
-	case poolID == "":
-		return refusedPoolUnknown, "the Node names no pool (providerID without a pool, no pool label)"
-	case !snap.PoolConnected(poolID):
-		return refusedPoolDisconnected, fmt.Sprintf("XO holds no connection to pool %s: it forgets the VMs of a pool it cannot reach", poolID)
+		return refusedPoolDisconnected, why, 0
+	}
+	switch wait, ok := snap.AbsenceWait(vmID, poolID); {
+	case !ok:
+		return refusedVMExists, "the XO inventory has the VM", 0
+	case wait > 0:
+		return refusedSettling, "the VM left the XO inventory less than the settle time ago", wait
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, r.xoTimeout())
+	xoc := view.ReaderFor(snap)
+	ctx, cancel := context.WithTimeout(ctx, r.opts.XOTimeout)
 	defer cancel()
-	vm, err := r.d.XO.GetVM(ctx, vmID)
+	vm, err := xoc.GetVM(ctx, vmID)
 	switch {
 	case err == nil && vm != nil:
-		return refusedVMExists, "XO still has the VM (the inventory lags behind)"
+		return refusedVMExists, "XO still has the VM (the inventory lags behind, or the VM left the scope)", 0
 	case err == nil:
-		return refusedXOErrorPrefix + "unknown", "XO answered the VM read without a VM"
+		return refusedXOErrorPrefix + "unknown", "XO answered the VM read without a VM", 0
 	case !xo.IsNotFound(err):
-		return xoReason(err), "cannot read the VM from XO: " + err.Error()
+		return xoReason(err), "cannot read the VM from XO: " + err.Error(), 0
 	}
-	if _, err := r.d.XO.GetPool(ctx, poolID); err != nil {
-		return xoReason(err), fmt.Sprintf("cannot read pool %s from XO: %v", poolID, err)
+	if _, err := xoc.GetPool(ctx, poolID); err != nil {
+		return xoReason(err), fmt.Sprintf("cannot read pool %s from XO: %v", poolID, err), 0
 	}
 	connected := false
-	err = r.d.XO.ListServers(ctx, func(s *xo.Server) {
-		if s.Status == xo.ServerConnected && strings.EqualFold(s.PoolID, poolID) {
+	err = xoc.ListServers(ctx, func(s *xo.Server) {
+		if s.IsEnabled() && s.Status == xo.ServerConnected && strings.EqualFold(s.PoolID, poolID) {
 			connected = true
 		}
 	})
 	switch {
 	case err != nil:
-		return xoReason(err), "cannot list XO's pool connections: " + err.Error()
+		return xoReason(err), "cannot list XO's pool connections: " + err.Error(), 0
 	case !connected:
-		return refusedPoolDisconnected, fmt.Sprintf("XO lists no connected server for pool %s", poolID)
+		return refusedPoolDisconnected, fmt.Sprintf("XO lists no connected server for pool %s", poolID), 0
 	}
-	return "", ""
-}
-
-func (r *Reconciler) xoTimeout() time.Duration {
-	if r.XOTimeout <= 0 {
-		return DefaultXOTimeout
-	}
-	return r.XOTimeout
+	return "", "", 0
 }
 
 // delete deletes a Node whose VM is confirmed gone. The preconditions make the API server refuse
@@ -282,19 +301,19 @@ func (r *Reconciler) delete(ctx context.Context, n *corev1.Node, vmID string) (c
 	logger := log.FromContext(ctx)
 	r.eventDeletingNode(n, vmID)
 	uid, rv := n.UID, n.ResourceVersion
-	err := r.d.Client.Delete(ctx, n, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	err := r.client.Delete(ctx, n, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	switch {
 	case apierrors.IsNotFound(err):
-		r.retry.reset(n.Name)
+		r.retry.Forget(n.Name)
 		return ctrl.Result{}, nil
-	case common.IsConflict(err):
+	case apierrors.IsConflict(err):
 		deletionsRefused.WithLabelValues(refusedNodeChanged).Inc()
 		logger.Info("Node changed while its deletion was decided; looking again")
 		return r.retryLater(n.Name), nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("delete node %s: %w", n.Name, err)
 	}
-	r.retry.reset(n.Name)
+	r.retry.Forget(n.Name)
 	deletions.Inc()
 	logger.Info("Node deleted: its VM is gone from XO")
 	r.eventDeletedNode(n, vmID)
@@ -331,7 +350,7 @@ func planTaints(n *corev1.Node, vm *xo.VM, ready, trusted, outOfService bool) ta
 	hasShutdown := node.HasTaint(n.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
 	hasOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, corev1.TaintEffectNoExecute)
 	anyOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, "")
-	_, owned := n.Annotations[AnnotationOutOfService]
+	_, owned := n.Annotations[node.AnnotationOutOfService]
 
 	lift := func() {
 		p.removeShutdown = hasShutdown
@@ -390,12 +409,12 @@ func (r *Reconciler) applyTaints(ctx context.Context, n *corev1.Node, vm *xo.VM,
 		if after.Annotations == nil {
 			after.Annotations = map[string]string{}
 		}
-		after.Annotations[AnnotationOutOfService] = "true"
+		after.Annotations[node.AnnotationOutOfService] = "true"
 	}
 	if p.disown {
-		delete(after.Annotations, AnnotationOutOfService)
+		delete(after.Annotations, node.AnnotationOutOfService)
 	}
-	if err := common.Patch(ctx, r.d.Client, n, after); err != nil {
+	if err := common.Patch(ctx, r.client, n, after); err != nil {
 		return fmt.Errorf("patch taints of node %s: %w", n.Name, err)
 	}
 	logger := log.FromContext(ctx)
@@ -426,10 +445,10 @@ func (r *Reconciler) outOfServiceTaint() corev1.Taint {
 }
 
 func (r *Reconciler) now() time.Time {
-	if r.d.Clock == nil {
+	if r.clock == nil {
 		return time.Now()
 	}
-	return r.d.Clock.Now()
+	return r.clock.Now()
 }
 
 // taintList writes taints as key[=value]:Effect, comma-separated.

@@ -33,30 +33,29 @@ func TestVMDeletedNodeNotReadyIsDeleted(t *testing.T) {
 	n := f.createNode("w", vm, false)
 
 	f.reconcile(n.Name)
-	if !f.exists(n.Name) {
+	if !f.Exists(n.Name) {
 		t.Fatal("Node of a running VM deleted")
 	}
 	before := testenv.CounterValue(t, deletions)
-	if err := f.sim.RemoveVM(vm); err != nil {
+	if err := f.Sim.RemoveVM(vm); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
 
-	f.reconcile(n.Name)
-	if f.exists(n.Name) {
+	if !f.reconcileUntilGone(n.Name, 5*time.Second) {
 		t.Fatal("Node of a deleted VM kept")
 	}
 	if got := testenv.CounterValue(t, deletions) - before; got != 1 {
 		t.Errorf("deletions metric grew by %v, want 1", got)
 	}
-	if len(f.rec.Find(n.Name, ReasonDeletingNode)) != 1 {
+	if len(f.Rec.Find(n.Name, ReasonDeletingNode)) != 1 {
 		t.Errorf("want one %s event", ReasonDeletingNode)
 	}
-	deleted := f.rec.Find(n.Name, ReasonDeletedNode)
+	deleted := f.Rec.Find(n.Name, ReasonDeletedNode)
 	if len(deleted) != 1 || deleted[0].UID != string(n.UID) {
 		t.Errorf("want one %s event on the Node's reference (uid %s), got %+v", ReasonDeletedNode, n.UID, deleted)
 	}
-	if f.sim.RequestCount("GET", "/rest/v0/vms/"+vm) == 0 {
+	if f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm) == 0 {
 		t.Error("no direct GET of the VM before deleting its Node")
 	}
 }
@@ -65,26 +64,25 @@ func TestVMDeletedNodeReadyIsKept(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	vm := f.addVM("gone-ready", running)
 	n := f.createNode("w", vm, true)
-	if err := f.sim.RemoveVM(vm); err != nil {
+	if err := f.Sim.RemoveVM(vm); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
-	f.sim.ResetCounters()
+	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+	f.Sim.ResetCounters()
 
 	for range 3 {
 		f.reconcile(n.Name)
 	}
-	if !f.exists(n.Name) {
+	if !f.Exists(n.Name) {
 		t.Fatal("Ready Node deleted")
 	}
-	if c := f.sim.RequestCount("GET", "/rest/v0/vms/"+vm); c != 0 {
+	if c := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm); c != 0 {
 		t.Errorf("a Ready Node cost %d XO reads", c)
 	}
 
 	// Once it goes NotReady, it is deleted.
-	f.setReady(n.Name, false)
-	f.reconcile(n.Name)
-	if f.exists(n.Name) {
+	f.SetReady(n.Name, false)
+	if !f.reconcileUntilGone(n.Name, 5*time.Second) {
 		t.Fatal("NotReady Node of a deleted VM kept")
 	}
 }
@@ -104,24 +102,23 @@ func TestPoolDisconnectedNoDeletion(t *testing.T) {
 	for _, n := range names {
 		f.reconcile(n)
 	}
-	if !f.hasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
+	if !f.HasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
 		t.Fatal("halted VM's Node not tainted")
 	}
 	before := map[string]*corev1.Node{}
 	for _, n := range names {
-		before[n] = f.get(n)
+		before[n] = f.Get(n)
 	}
-	refusedBefore := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected)) +
-		testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedIncomplete))
+	refusedBefore := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected))
 
-	if err := f.sim.DisconnectPool(f.pool); err != nil {
+	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("pool dropped", func(s *inventory.Snapshot) bool {
-		return s.VM(vms[0]) == nil && s.VM(hvm) == nil && !s.PoolConnected(f.pool)
+	f.WaitInventory("pool dropped", func(s *inventory.Snapshot) bool {
+		return s.VM(vms[0]) == nil && s.VM(hvm) == nil && !s.PoolConnected(f.Pool)
 	})
 	// The trap: XO now answers "no such VM" for VMs that exist.
-	if _, err := f.xo.GetVM(f.ctx, vms[0]); !xo.IsNotFound(err) {
+	if _, err := f.Client.GetVM(f.Ctx, vms[0]); !xo.IsNotFound(err) {
 		t.Fatalf("simulator: GetVM of a disconnected pool's VM = %v, want not found", err)
 	}
 	for range 3 {
@@ -130,33 +127,32 @@ func TestPoolDisconnectedNoDeletion(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		if !f.exists(n) {
+		if !f.Exists(n) {
 			t.Fatalf("Node %s deleted while its pool is disconnected", n)
 		}
-		if len(f.rec.Find(n, ReasonVMGoneUnconfirmed)) == 0 {
+		if len(f.Rec.Find(n, ReasonVMGoneUnconfirmed)) == 0 {
 			t.Errorf("no %s event on %s", ReasonVMGoneUnconfirmed, n)
 		}
 	}
-	if !f.hasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
+	if !f.HasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
 		t.Fatal("shutdown taint lifted while the pool is disconnected")
 	}
-	refused := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected)) +
-		testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedIncomplete)) - refusedBefore
+	refused := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected)) - refusedBefore
 	if refused < float64(len(names)) {
 		t.Errorf("refusals counted: %v, want at least %d", refused, len(names))
 	}
 
-	if err := f.sim.ReconnectPool(f.pool); err != nil {
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("pool back", func(s *inventory.Snapshot) bool {
+	f.WaitInventory("pool back", func(s *inventory.Snapshot) bool {
 		return s.VM(vms[0]) != nil && s.VM(hvm) != nil && s.Complete()
 	})
 	for _, n := range names {
 		f.reconcile(n)
 	}
 	for _, n := range names {
-		after := f.get(n)
+		after := f.Get(n)
 		if !slices.EqualFunc(before[n].Spec.Taints, after.Spec.Taints, taintEqual) || !maps.Equal(before[n].Labels, after.Labels) {
 			t.Errorf("Node %s changed across the disconnection:\nbefore %v %v\nafter  %v %v", n, before[n].Labels, before[n].Spec.Taints, after.Labels, after.Spec.Taints)
 		}
@@ -171,50 +167,50 @@ func taintEqual(a, b corev1.Taint) bool {
 // pool while the event stream is stalled, so the inventory still believes the pool connected.
 // XO's "no such VM" must not be enough: the direct pool check refuses.
 func TestPoolLostBeforeTheInventoryKnows(t *testing.T) {
-	f := newFixture(t, fixtureOptions{idleTimeout: time.Minute})
+	f := newFixture(t, fixtureOptions{xo: testenv.FixtureOptions{Inventory: inventory.Options{StreamIdleTimeout: time.Minute}}})
 	vm := f.addVM("lost", running)
 	n := f.createNode("w", vm, false)
-	if err := f.sim.RemoveVM(vm); err != nil {
+	if err := f.Sim.RemoveVM(vm); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+	f.waitAbsenceSettled(vm)
 
-	stall := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: "/rest/v0/events"})
-	if err := f.sim.DisconnectPool(f.pool); err != nil {
+	stall := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: "/rest/v0/events"})
+	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if s := f.inv.Snapshot(); !s.PoolConnected(f.pool) || !s.Complete() {
+	if s := f.Inventory.Snapshot(); !s.PoolConnected(f.Pool) || !s.Complete() {
 		t.Fatal("test setup: the inventory already knows the pool is lost")
 	}
 	f.reconcile(n.Name)
-	if !f.exists(n.Name) {
+	if !f.Exists(n.Name) {
 		t.Fatal("Node deleted on XO's 'no such VM' for a pool XO lost")
 	}
-	if f.sim.RequestCount("GET", "/rest/v0/pools/"+f.pool) == 0 {
+	if f.Sim.RequestCount("GET", "/rest/v0/pools/"+f.Pool) == 0 {
 		t.Error("the pool was not checked directly")
 	}
-	ev := f.rec.Find(n.Name, ReasonVMGoneUnconfirmed)
+	ev := f.Rec.Find(n.Name, ReasonVMGoneUnconfirmed)
 	if len(ev) == 0 || ev[0].Type != corev1.EventTypeWarning {
 		t.Fatalf("want a Warning %s event, got %+v", ReasonVMGoneUnconfirmed, ev)
 	}
 
 	// Recovery: the stream resumes, the pool comes back, the VM is still gone: deleted.
-	f.sim.RemoveFault(stall)
-	if err := f.sim.ReconnectPool(f.pool); err != nil {
+	f.Sim.RemoveFault(stall)
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("pool back", func(s *inventory.Snapshot) bool { return s.PoolConnected(f.pool) && s.Complete() })
-	if !testenv.Poll(5*time.Second, func() bool { f.reconcile(n.Name); return !f.exists(n.Name) }) {
+	f.WaitInventory("pool back", func(s *inventory.Snapshot) bool { return s.PoolConnected(f.Pool) && s.Complete() })
+	if !testenv.Poll(5*time.Second, func() bool { f.reconcile(n.Name); return !f.Exists(n.Name) }) {
 		t.Fatal("Node of a deleted VM kept after the pool came back")
 	}
 }
 
 // serversDown reports every XO server as disconnected, whatever the simulator says.
-type serversDown struct{ common.XO }
+type serversDown struct{ inventory.Reader }
 
 func (s serversDown) ListServers(ctx context.Context, fn func(*xo.Server)) error {
-	return s.XO.ListServers(ctx, func(sv *xo.Server) {
+	return s.Reader.ListServers(ctx, func(sv *xo.Server) {
 		c := *sv
 		c.Status = xo.ServerDisconnected
 		fn(&c)
@@ -225,20 +221,21 @@ func TestServerListedDisconnectedNoDeletion(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	vm := f.addVM("srv", running)
 	n := f.createNode("w", vm, false)
-	if err := f.sim.RemoveVM(vm); err != nil {
+	if err := f.Sim.RemoveVM(vm); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
-	f.deps.XO = serversDown{f.xo}
-	f.r = New(f.deps)
+	f.waitAbsenceSettled(vm)
+	f.r = f.newReconciler(inventory.NewEstate(0, inventory.Member{Inventory: f.Inventory, XO: serversDown{f.Client}}))
 	f.reconcile(n.Name)
-	if !f.exists(n.Name) {
+	if !f.Exists(n.Name) {
 		t.Fatal("Node deleted though XO lists its pool's server as disconnected")
 	}
-	f.deps.XO = f.xo
-	f.r = New(f.deps)
+	if len(f.Rec.Find(n.Name, ReasonVMGoneUnconfirmed)) == 0 {
+		t.Fatal("the refusal is not reported")
+	}
+	f.r = f.newReconciler(f.Estate)
 	f.reconcile(n.Name)
-	if f.exists(n.Name) {
+	if f.Exists(n.Name) {
 		t.Fatal("Node kept after the pool's server is connected again")
 	}
 }
@@ -258,93 +255,97 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 	for _, n := range []string{gone, hn, ok} {
 		f.reconcile(n)
 	}
-	if !f.hasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) || !f.hasTaint(hn, node.TaintOutOfService, corev1.TaintEffectNoExecute) {
+	if !f.HasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) || !f.HasTaint(hn, node.TaintOutOfService, corev1.TaintEffectNoExecute) {
 		t.Fatal("halted VM's Node not tainted before the fault")
 	}
-	before := map[string]*corev1.Node{hn: f.get(hn), ok: f.get(ok)}
+	before := map[string]*corev1.Node{hn: f.Get(hn), ok: f.Get(ok)}
 
 	clear := inject(f)
-	if err := f.sim.RemoveVM(goneVM); err != nil {
+	if err := f.Sim.RemoveVM(goneVM); err != nil {
 		t.Fatal(err)
 	}
 	// Let the inventory see what it can see of the removal.
-	seen := testenv.Poll(time.Second, func() bool { return f.inv.Snapshot().VM(goneVM) == nil })
+	seen := testenv.Poll(time.Second, func() bool { return f.Inventory.Snapshot().VM(goneVM) == nil })
 	t.Logf("removal seen by the inventory during the fault: %v", seen)
+	if seen {
+		// Past the settle time, only XO's direct answers stand between the Node and its deletion.
+		f.waitAbsenceSettled(goneVM)
+	}
 	for range 3 {
 		for _, n := range []string{gone, hn, ok} {
 			f.reconcile(n)
 		}
 	}
-	if !f.exists(gone) {
+	if !f.Exists(gone) {
 		t.Fatal("Node deleted during the XO fault")
 	}
-	if seen && len(f.rec.Find(gone, ReasonVMGoneUnconfirmed)) == 0 {
+	if seen && len(f.Rec.Find(gone, ReasonVMGoneUnconfirmed)) == 0 {
 		t.Errorf("no %s event while XO fails", ReasonVMGoneUnconfirmed)
 	}
 	for _, n := range []string{hn, ok} {
-		after := f.get(n)
+		after := f.Get(n)
 		if !slices.EqualFunc(before[n].Spec.Taints, after.Spec.Taints, taintEqual) || !maps.Equal(before[n].Labels, after.Labels) {
 			t.Errorf("Node %s changed during the fault:\nbefore %v %v\nafter  %v %v", n, before[n].Labels, before[n].Spec.Taints, after.Labels, after.Spec.Taints)
 		}
 	}
 
 	clear()
-	if !testenv.Poll(15*time.Second, func() bool { f.reconcile(gone); return !f.exists(gone) }) {
+	if !testenv.Poll(15*time.Second, func() bool { f.reconcile(gone); return !f.Exists(gone) }) {
 		t.Fatal("Node of the deleted VM not deleted once the fault cleared")
 	}
-	if err := f.sim.SetPowerState(haltedVM, running); err != nil {
+	if err := f.Sim.SetPowerState(haltedVM, running); err != nil {
 		t.Fatal(err)
 	}
 	if !testenv.Poll(15*time.Second, func() bool {
 		f.reconcile(hn)
-		n := f.get(hn)
+		n := f.Get(hn)
 		return !node.HasTaint(n.Spec.Taints, node.TaintShutdown, "") && !node.HasTaint(n.Spec.Taints, node.TaintOutOfService, "")
 	}) {
 		t.Fatal("taints not lifted once the VM runs after the fault")
 	}
-	if !f.exists(ok) {
+	if !f.Exists(ok) {
 		t.Fatal("Ready Node deleted")
 	}
 }
 
 func TestFaultServerErrors(t *testing.T) {
 	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
-		id := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError})
-		return func() { f.sim.RemoveFault(id) }
+		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError})
+		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
 func TestFaultTimeouts(t *testing.T) {
 	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
-		id := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second, PathPrefix: "/rest/v0/vms/"})
-		id2 := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second, PathPrefix: "/rest/v0/servers"})
-		return func() { f.sim.RemoveFault(id); f.sim.RemoveFault(id2) }
+		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second, PathPrefix: "/rest/v0/vms/"})
+		id2 := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second, PathPrefix: "/rest/v0/servers"})
+		return func() { f.Sim.RemoveFault(id); f.Sim.RemoveFault(id2) }
 	})
 }
 
 func TestFaultConnectionRefused(t *testing.T) {
-	faultScenario(t, fixtureOptions{}, func(f *fixture) func() { return f.refuse() })
+	faultScenario(t, fixtureOptions{}, func(f *fixture) func() { return f.Refuse() })
 }
 
 func TestFaultTokenRevoked(t *testing.T) {
 	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
-		f.sim.RevokeToken(testToken)
-		return func() { f.sim.AddToken(testToken) }
+		f.Sim.RevokeToken(testToken)
+		return func() { f.Sim.AddToken(testToken) }
 	})
 }
 
 func TestFaultTruncatedListing(t *testing.T) {
 	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
-		id := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, PathPrefix: "/rest/v0/servers", Lines: 0})
-		return func() { f.sim.RemoveFault(id) }
+		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, PathPrefix: "/rest/v0/servers", Lines: 0})
+		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
 func TestFaultStalledEventStream(t *testing.T) {
 	// A long idle timeout: the stall goes unnoticed for the whole fault.
-	faultScenario(t, fixtureOptions{idleTimeout: time.Minute}, func(f *fixture) func() {
-		id := f.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: "/rest/v0/events"})
-		return func() { f.sim.RemoveFault(id) }
+	faultScenario(t, fixtureOptions{xo: testenv.FixtureOptions{Inventory: inventory.Options{StreamIdleTimeout: time.Minute}}}, func(f *fixture) func() {
+		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: "/rest/v0/events"})
+		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
@@ -355,39 +356,39 @@ func TestShutdownTaint(t *testing.T) {
 			vm := f.addVM("sd", running)
 			n := f.createNode("w", vm, false).Name
 			f.reconcile(n)
-			if f.hasTaint(n, node.TaintShutdown, "") {
+			if f.HasTaint(n, node.TaintShutdown, "") {
 				t.Fatal("running VM's Node tainted")
 			}
-			if err := f.sim.SetPowerState(vm, state); err != nil {
+			if err := f.Sim.SetPowerState(vm, state); err != nil {
 				t.Fatal(err)
 			}
-			f.waitInventory("power state", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == state })
+			f.WaitInventory("power state", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == state })
 			f.reconcile(n)
-			if !f.hasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
+			if !f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
 				t.Fatalf("%s VM's NotReady Node not tainted", state)
 			}
-			if f.hasTaint(n, node.TaintOutOfService, "") {
+			if f.HasTaint(n, node.TaintOutOfService, "") {
 				t.Fatal("out-of-service taint without the opt-in")
 			}
-			if len(f.rec.Find(n, ReasonNodeShutdown)) != 1 {
+			if len(f.Rec.Find(n, ReasonNodeShutdown)) != 1 {
 				t.Errorf("want one %s event", ReasonNodeShutdown)
 			}
 			// Idempotent: no second write.
-			rv := f.get(n).ResourceVersion
+			rv := f.Get(n).ResourceVersion
 			f.reconcile(n)
-			if f.get(n).ResourceVersion != rv {
+			if f.Get(n).ResourceVersion != rv {
 				t.Error("second reconcile wrote the Node")
 			}
 
-			if err := f.sim.SetPowerState(vm, running); err != nil {
+			if err := f.Sim.SetPowerState(vm, running); err != nil {
 				t.Fatal(err)
 			}
-			f.waitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
+			f.WaitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
 			f.reconcile(n)
-			if f.hasTaint(n, node.TaintShutdown, "") {
+			if f.HasTaint(n, node.TaintShutdown, "") {
 				t.Fatal("taint kept after the VM started")
 			}
-			if len(f.rec.Find(n, ReasonNodeRunning)) != 1 {
+			if len(f.Rec.Find(n, ReasonNodeRunning)) != 1 {
 				t.Errorf("want one %s event", ReasonNodeRunning)
 			}
 		})
@@ -399,53 +400,83 @@ func TestShutdownTaintReadyNode(t *testing.T) {
 	vm := f.addVM("ready-halted", halted)
 	n := f.createNode("w", vm, true).Name
 	f.reconcile(n)
-	if f.hasTaint(n, node.TaintShutdown, "") {
+	if f.HasTaint(n, node.TaintShutdown, "") {
 		t.Fatal("Ready Node tainted")
 	}
-	f.setReady(n, false)
+	f.SetReady(n, false)
 	f.reconcile(n)
-	if !f.hasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
+	if !f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
 		t.Fatal("NotReady Node of a halted VM not tainted")
 	}
 	// As in k8s.io/cloud-provider: the taint goes once the Node is Ready, whatever XO says.
-	f.setReady(n, true)
+	f.SetReady(n, true)
 	f.reconcile(n)
-	if f.hasTaint(n, node.TaintShutdown, "") {
+	if f.HasTaint(n, node.TaintShutdown, "") {
 		t.Fatal("taint kept on a Ready Node")
 	}
 }
 
-// TestTaintKeptWhileInventoryIncomplete: a VM that runs again does not lift the taint while
-// another pool is disconnected (the inventory is not complete); it does once it is whole.
-func TestTaintKeptWhileInventoryIncomplete(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
-	other := f.x.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
-	f.x.AddHost(t, xosim.HostSpec{PoolID: other, NameLabel: "host-b"})
+// TestTaintLiftedOnlyFromATrustedPool: a VM that runs again lifts the taint when its own pool
+// is connected and settled, whatever another pool does; while its own pool is reconnecting
+// (connected, not settled), the taint stays.
+func TestTaintLiftedOnlyFromATrustedPool(t *testing.T) {
+	f := newFixture(t, fixtureOptions{xo: testenv.FixtureOptions{FakeClock: true, Inventory: inventory.Options{SettleTime: time.Minute}}})
+	other := f.X.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+	f.X.AddHost(t, xosim.HostSpec{PoolID: other, NameLabel: "host-b"})
 	vm := f.addVM("inc", halted)
 	n := f.createNode("w", vm, false).Name
 	f.reconcile(n)
-	if !f.hasTaint(n, node.TaintShutdown, "") {
+	if !f.HasTaint(n, node.TaintShutdown, "") {
 		t.Fatal("not tainted")
 	}
-	if err := f.sim.DisconnectPool(other); err != nil {
+
+	// Another pool disconnected: no effect on this one.
+	if err := f.Sim.DisconnectPool(other); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("pool-b dropped", func(s *inventory.Snapshot) bool { return !s.Complete() })
-	if err := f.sim.SetPowerState(vm, running); err != nil {
+	f.WaitInventory("pool-b dropped", func(s *inventory.Snapshot) bool { return s.Pool(other) == nil && !s.Complete() })
+	if err := f.Sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
+	f.WaitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
 	f.reconcile(n)
-	if !f.hasTaint(n, node.TaintShutdown, "") {
-		t.Fatal("taint lifted on an incomplete inventory")
+	if f.HasTaint(n, node.TaintShutdown, "") {
+		t.Fatal("taint kept because another pool is disconnected")
 	}
-	if err := f.sim.ReconnectPool(other); err != nil {
+
+	// The VM's own pool: halted again, then, while XO has lost the pool, started; XO then
+	// reconnects. Until the pool has settled, its running state proves nothing.
+	if err := f.Sim.SetPowerState(vm, halted); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("complete", func(s *inventory.Snapshot) bool { return s.Complete() })
+	f.WaitInventory("halted", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == halted })
 	f.reconcile(n)
-	if f.hasTaint(n, node.TaintShutdown, "") {
-		t.Fatal("taint kept once the inventory is complete")
+	if !f.HasTaint(n, node.TaintShutdown, "") {
+		t.Fatal("not tainted again")
+	}
+	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool-a dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolConnected(f.Pool) })
+	if err := f.Sim.SetPowerState(vm, running); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool-a back, settling", func(s *inventory.Snapshot) bool {
+		v := s.VM(vm)
+		return v != nil && v.PowerState == running && s.Settling() && !s.PoolConnected(f.Pool)
+	})
+	f.Step(f.SettleTime / 2)
+	f.reconcile(n)
+	if !f.HasTaint(n, node.TaintShutdown, "") {
+		t.Fatal("taint lifted from a pool that is still settling")
+	}
+	f.Settle(f.Pool)
+	f.reconcile(n)
+	if f.HasTaint(n, node.TaintShutdown, "") {
+		t.Fatal("taint kept once the pool has settled")
 	}
 }
 
@@ -453,29 +484,29 @@ func TestOutOfServiceTaint(t *testing.T) {
 	f := newFixture(t, fixtureOptions{outOfService: true})
 	vm := f.addVM("oos", running)
 	n := f.createNode("w", vm, false).Name
-	if err := f.sim.SetPowerState(vm, halted); err != nil {
+	if err := f.Sim.SetPowerState(vm, halted); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("halted", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == halted })
+	f.WaitInventory("halted", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == halted })
 	f.reconcile(n)
-	got := f.get(n)
+	got := f.Get(n)
 	i := slices.IndexFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == node.TaintOutOfService })
 	if i < 0 || got.Spec.Taints[i].Value != OutOfServiceValue || got.Spec.Taints[i].Effect != corev1.TaintEffectNoExecute {
 		t.Fatalf("want %s=%s:NoExecute, got %v", node.TaintOutOfService, OutOfServiceValue, got.Spec.Taints)
 	}
-	if got.Annotations[AnnotationOutOfService] == "" {
+	if got.Annotations[node.AnnotationOutOfService] == "" {
 		t.Fatal("ownership of the out-of-service taint not recorded")
 	}
-	if err := f.sim.SetPowerState(vm, running); err != nil {
+	if err := f.Sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
+	f.WaitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
 	f.reconcile(n)
-	got = f.get(n)
+	got = f.Get(n)
 	if node.HasTaint(got.Spec.Taints, node.TaintOutOfService, "") || node.HasTaint(got.Spec.Taints, node.TaintShutdown, "") {
 		t.Fatalf("taints kept after the VM started: %v", got.Spec.Taints)
 	}
-	if _, ok := got.Annotations[AnnotationOutOfService]; ok {
+	if _, ok := got.Annotations[node.AnnotationOutOfService]; ok {
 		t.Fatal("ownership annotation kept")
 	}
 }
@@ -485,8 +516,8 @@ func TestOutOfServiceTaintNotForSuspended(t *testing.T) {
 	vm := f.addVM("oos-susp", suspended)
 	n := f.createNode("w", vm, false).Name
 	f.reconcile(n)
-	if !f.hasTaint(n, node.TaintShutdown, "") || f.hasTaint(n, node.TaintOutOfService, "") {
-		t.Fatalf("suspended VM: want only the shutdown taint, got %v", f.get(n).Spec.Taints)
+	if !f.HasTaint(n, node.TaintShutdown, "") || f.HasTaint(n, node.TaintOutOfService, "") {
+		t.Fatalf("suspended VM: want only the shutdown taint, got %v", f.Get(n).Spec.Taints)
 	}
 }
 
@@ -495,8 +526,8 @@ func TestOutOfServiceTaintOptOut(t *testing.T) {
 	vm := f.addVM("oos-off", halted)
 	n := f.createNode("w", vm, false).Name
 	f.reconcile(n)
-	if !f.hasTaint(n, node.TaintShutdown, "") || f.hasTaint(n, node.TaintOutOfService, "") {
-		t.Fatalf("opt-in off: want only the shutdown taint, got %v", f.get(n).Spec.Taints)
+	if !f.HasTaint(n, node.TaintShutdown, "") || f.HasTaint(n, node.TaintOutOfService, "") {
+		t.Fatalf("opt-in off: want only the shutdown taint, got %v", f.Get(n).Spec.Taints)
 	}
 }
 
@@ -507,18 +538,18 @@ func TestOutOfServiceTaintSetByAPerson(t *testing.T) {
 	human := corev1.Taint{Key: node.TaintOutOfService, Value: "maintenance", Effect: corev1.TaintEffectNoExecute}
 	n := f.createNode("w", vm, false, testenv.WithTaints(human)).Name
 	f.reconcile(n)
-	got := f.get(n)
-	if _, ok := got.Annotations[AnnotationOutOfService]; ok {
+	got := f.Get(n)
+	if _, ok := got.Annotations[node.AnnotationOutOfService]; ok {
 		t.Fatal("took ownership of a person's taint")
 	}
-	if err := f.sim.SetPowerState(vm, running); err != nil {
+	if err := f.Sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
 	}
-	f.waitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
+	f.WaitInventory("running", func(s *inventory.Snapshot) bool { return s.VM(vm).PowerState == running })
 	f.reconcile(n)
-	f.setReady(n, true)
+	f.SetReady(n, true)
 	f.reconcile(n)
-	got = f.get(n)
+	got = f.Get(n)
 	i := slices.IndexFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == node.TaintOutOfService })
 	if i < 0 || got.Spec.Taints[i].Value != "maintenance" {
 		t.Fatalf("a person's out-of-service taint was changed or lifted: %v", got.Spec.Taints)
@@ -533,18 +564,18 @@ func TestForeignAndMissingProviderIDIgnored(t *testing.T) {
 	foreign := testenv.KubeletNode(testenv.NodeName(t, "aws"), testenv.WithProviderID("aws:///eu-west-1a/i-0123456789"), testenv.Initialized(), testenv.WithReady(false))
 	none := testenv.KubeletNode(testenv.NodeName(t, "none"), testenv.Initialized(), testenv.WithReady(false))
 	for _, n := range []*corev1.Node{foreign, none} {
-		if err := testenv.CreateNode(f.ctx, env.Client, n); err != nil {
+		if err := testenv.CreateNode(f.Ctx, env.Client, n); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
 		f.reconcile(n.Name)
-		if !f.exists(n.Name) {
+		if !f.Exists(n.Name) {
 			t.Fatalf("Node %s deleted", n.Name)
 		}
 	}
-	f.sim.ResetCounters()
+	f.Sim.ResetCounters()
 	f.reconcile(foreign.Name)
-	for k, c := range f.sim.RequestCounts() {
+	for k, c := range f.Sim.RequestCounts() {
 		if c != 0 && !strings.HasPrefix(k, "GET /rest/v0/events") {
 			t.Errorf("XO asked about a foreign Node: %s %d times", k, c)
 		}
@@ -562,41 +593,208 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	gn := f.createNode("g", gone, false).Name
 
 	mgr := testenv.NewManager(t, env.Config)
-	if err := common.SetupIndexes(f.ctx, mgr); err != nil {
+	if err := common.SetupIndexes(f.Ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	deps := f.deps
-	deps.Client = mgr.GetClient()
-	deps.Clock = clock.RealClock{}
-	if err := New(deps).SetupWithManager(mgr); err != nil {
+	if err := New(mgr.GetClient(), f.Estate, f.Rec, clock.RealClock{}, f.opts).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	testenv.RunManager(f.ctx, t, mgr)
+	testenv.RunManager(f.Ctx, t, mgr)
 
 	start := time.Now()
-	if err := f.sim.SetPowerState(vm, halted); err != nil {
+	if err := f.Sim.SetPowerState(vm, halted); err != nil {
 		t.Fatal(err)
 	}
-	if !testenv.Poll(10*time.Second, func() bool { return f.hasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) }) {
+	if !testenv.Poll(10*time.Second, func() bool { return f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) }) {
 		t.Fatal("halted VM's Node not tainted")
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("halt → taint took %v, want < 2s", d)
 	}
-	if err := f.sim.SetPowerState(vm, running); err != nil {
+	if err := f.Sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
 	}
-	if !testenv.Poll(10*time.Second, func() bool { return !f.hasTaint(n, node.TaintShutdown, "") }) {
+	if !testenv.Poll(10*time.Second, func() bool { return !f.HasTaint(n, node.TaintShutdown, "") }) {
 		t.Fatal("taint not lifted after the VM started")
 	}
 	start = time.Now()
-	if err := f.sim.RemoveVM(gone); err != nil {
+	if err := f.Sim.RemoveVM(gone); err != nil {
 		t.Fatal(err)
 	}
-	if !testenv.Poll(10*time.Second, func() bool { return !f.exists(gn) }) {
+	if !testenv.Poll(10*time.Second, func() bool { return !f.Exists(gn) }) {
 		t.Fatal("deleted VM's Node kept")
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("VM removed → Node deleted took %v, want < 2s", d)
+	}
+}
+
+// fakeClock is a fixture whose inventory runs on a fake clock with a one-minute settle time.
+func fakeClock() fixtureOptions {
+	return fixtureOptions{xo: testenv.FixtureOptions{FakeClock: true, Inventory: inventory.Options{SettleTime: time.Minute}}}
+}
+
+// TestDeletionWaitsForTheSettleTime: the Node of a deleted VM is kept until the VM's absence
+// has lasted the settle time, and deleted then, without XO being asked before.
+func TestDeletionWaitsForTheSettleTime(t *testing.T) {
+	f := newFixture(t, fakeClock())
+	vm := f.addVM("settle", running)
+	n := f.createNode("w", vm, false).Name
+	f.reconcile(n)
+	if err := f.Sim.RemoveVM(vm); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+	settling := deletionsRefused.WithLabelValues(refusedSettling)
+	refusedBefore := testenv.CounterValue(t, settling)
+	reads := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm)
+
+	if res := f.reconcile(n); res.RequeueAfter != f.SettleTime {
+		t.Errorf("RequeueAfter = %v right after the VM left, want the settle time %v", res.RequeueAfter, f.SettleTime)
+	}
+	f.Step(f.SettleTime - time.Second)
+	if res := f.reconcile(n); res.RequeueAfter != time.Second {
+		t.Errorf("RequeueAfter = %v a second before the settle time ends, want 1s", res.RequeueAfter)
+	}
+	if !f.Exists(n) {
+		t.Fatal("Node deleted before its VM's absence settled")
+	}
+	if d := testenv.CounterValue(t, settling) - refusedBefore; d != 2 {
+		t.Errorf("%s refusals grew by %v, want 2", refusedSettling, d)
+	}
+	if d := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm) - reads; d != 0 {
+		t.Errorf("XO asked %d times about a VM whose absence is still settling", d)
+	}
+	if ev := f.Rec.All(n); len(ev) != 0 {
+		t.Errorf("events while the absence settles: %+v", ev)
+	}
+
+	f.Step(time.Second)
+	f.reconcile(n)
+	if f.Exists(n) {
+		t.Fatal("Node kept once its VM's absence settled")
+	}
+	if len(f.Rec.Find(n, ReasonDeletedNode)) != 1 {
+		t.Errorf("want one %s event", ReasonDeletedNode)
+	}
+}
+
+// TestOutOfScopeAndDisabledDoNotBlock: a disabled server entry, or a disconnected pool
+// outside the scope, leaves the inventory complete, and the Node of a deleted VM of a pool in
+// scope is deleted as usual.
+func TestOutOfScopeAndDisabledDoNotBlock(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		scope []string
+		pool  xosim.PoolSpec
+	}{
+		{"disabled server entry", nil, xosim.PoolSpec{NameLabel: "pool-c", ServerDisabled: true}},
+		{"disconnected pool outside the scope", []string{"pool-a"}, xosim.PoolSpec{NameLabel: "pool-b", Disconnected: true}},
+		{"connected pool outside the scope, then disconnected", []string{"pool-a"}, xosim.PoolSpec{NameLabel: "pool-b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{xo: testenv.FixtureOptions{Inventory: inventory.Options{Pools: tc.scope}}})
+			other := f.X.AddPool(t, tc.pool)
+			f.X.AddHost(t, xosim.HostSpec{PoolID: other, NameLabel: "host-other"})
+			otherVM := f.X.AddVM(t, xosim.VMSpec{PoolID: other, NameLabel: "other", CPUs: 1, Memory: xosim.GiB})
+			if !tc.pool.Disconnected && !tc.pool.ServerDisabled {
+				if err := f.Sim.DisconnectPool(other); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Relist()
+			if s := f.Inventory.Snapshot(); !s.Complete() || s.Pool(other) != nil || s.VM(otherVM) != nil {
+				t.Fatalf("inventory complete %v, holds the other pool %v, its VM %v: want complete, without them", s.Complete(), s.Pool(other) != nil, s.VM(otherVM) != nil)
+			}
+			vm := f.addVM("scoped", running)
+			n := f.createNode("w", vm, false).Name
+			f.reconcile(n)
+			if err := f.Sim.RemoveVM(vm); err != nil {
+				t.Fatal(err)
+			}
+			f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+			if !f.reconcileUntilGone(n, 5*time.Second) {
+				t.Fatal("Node of a deleted VM in scope kept")
+			}
+		})
+	}
+}
+
+// TestDisconnectOrderNoDeletion: XO drops a pool's VMs (remove events) before the pool and
+// before its server entry says disconnected. In that window the pool still looks connected and
+// settled and the VMs gone: the settle time of their absence keeps their Nodes, and once the
+// pool is known lost nothing is deleted either. A VM really deleted afterwards still goes.
+func TestDisconnectOrderNoDeletion(t *testing.T) {
+	f := newFixture(t, fakeClock())
+	var vms, names []string
+	for _, s := range []string{"a", "b", "c"} {
+		vm := f.addVM("order-"+s, running)
+		vms = append(vms, vm)
+		names = append(names, f.createNode(s, vm, false).Name)
+	}
+	reconcileAll := func() {
+		t.Helper()
+		for _, n := range names {
+			f.reconcile(n)
+		}
+		for _, n := range names {
+			if !f.Exists(n) {
+				t.Fatalf("Node %s deleted while XO disconnects its pool", n)
+			}
+		}
+	}
+	reconcileAll()
+
+	if err := f.Sim.BeginDisconnect(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("VMs removed", func(s *inventory.Snapshot) bool {
+		for _, vm := range vms {
+			if s.VM(vm) != nil {
+				return false
+			}
+		}
+		return true
+	})
+	f.Relist() // a periodic listing at the worst moment: XO still lists the pool connected
+	if !f.Inventory.Snapshot().PoolConnected(f.Pool) {
+		t.Fatal("test setup: the pool must still look connected between the VMs' and the pool's removal")
+	}
+	reconcileAll()
+	f.Step(f.SettleTime / 2)
+	reconcileAll()
+
+	if err := f.Sim.FinishDisconnect(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool dropped", func(s *inventory.Snapshot) bool { return s.Pool(f.Pool) == nil && !s.PoolConnected(f.Pool) })
+	f.Step(2 * f.SettleTime)
+	reconcileAll()
+	for _, n := range names {
+		if len(f.Rec.Find(n, ReasonVMGoneUnconfirmed)) == 0 {
+			t.Errorf("no %s event on %s once the pool is lost", ReasonVMGoneUnconfirmed, n)
+		}
+	}
+
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("VMs back", func(s *inventory.Snapshot) bool { return s.VM(vms[0]) != nil && s.VM(vms[2]) != nil })
+	f.Settle(f.Pool)
+	f.Step(2 * f.SettleTime)
+	reconcileAll()
+
+	if err := f.Sim.RemoveVM(vms[0]); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vms[0]) == nil })
+	f.reconcile(names[0])
+	if !f.Exists(names[0]) {
+		t.Fatal("Node deleted before the absence settled")
+	}
+	f.Step(f.SettleTime)
+	f.reconcile(names[0])
+	if f.Exists(names[0]) {
+		t.Fatal("Node of a VM really deleted after the reconnection kept")
 	}
 }

@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"cmp"
-	"context"
 	"os"
 	"testing"
 	"time"
@@ -11,11 +9,8 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
 )
 
@@ -27,116 +22,75 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, testenv.Options{}, &env)) 
 // testToken is the simulator's token.
 const testToken = "lifecycle-test-token"
 
-// fixture is one test's XO (testenv.XO: a simulator behind a listener that can refuse
-// connections, a real xo.Client, a real inventory with the event stream) and the controller's
-// dependencies.
+// fixture is one test's XO (testenv.Fixture: a simulator with a pool of two hosts, a real
+// client and inventory) and the controller built on it.
 type fixture struct {
-	t    *testing.T
-	ctx  context.Context
-	x    *testenv.XO
-	sim  *xosim.Server
-	xo   *xo.Client
-	inv  *inventory.Inventory
-	rec  *testenv.Recorder
-	deps common.Deps
+	*testenv.Fixture
+	opts Options
 	r    *Reconciler
-
-	pool, host1, host2 string
 }
 
 type fixtureOptions struct {
 	outOfService bool
-	// idleTimeout is the inventory's StreamIdleTimeout (default 700ms: a stalled stream is
-	// noticed quickly).
-	idleTimeout time.Duration
+	// xo configures the simulator, its client and inventory (see testenv.FixtureOptions).
+	xo testenv.FixtureOptions
 }
 
 func newFixture(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
-	x := testenv.NewXO(t, testenv.XOOptions{
-		Token: testToken, PingInterval: 100 * time.Millisecond,
-		Client: xo.Options{Timeout: 500 * time.Millisecond, ListTimeout: 2 * time.Second, RetryWait: 10 * time.Millisecond},
-	})
-	f := &fixture{t: t, ctx: t.Context(), x: x, sim: x.Sim, xo: x.Client, rec: &testenv.Recorder{}}
-	f.pool = x.AddPool(t, xosim.PoolSpec{NameLabel: "pool-a"})
-	f.host1 = x.AddHost(t, xosim.HostSpec{PoolID: f.pool, NameLabel: "host-1"})
-	f.host2 = x.AddHost(t, xosim.HostSpec{PoolID: f.pool, NameLabel: "host-2"})
-	f.inv = x.StartInventory(t, inventory.Options{
-		PollPeriod:        time.Second,
-		StreamIdleTimeout: cmp.Or(o.idleTimeout, 700*time.Millisecond),
-	})
-	f.deps = common.Deps{
-		Client:            env.Client,
-		Inventory:         f.inv,
-		XO:                f.xo,
-		Recorder:          f.rec,
-		Clock:             clock.RealClock{},
-		Workers:           4,
-		OutOfServiceTaint: o.outOfService,
-	}
-	f.r = New(f.deps)
-	f.r.XOTimeout = time.Second
+	o.xo.Token = testToken
+	f := &fixture{Fixture: testenv.NewFixture(t, env, o.xo)}
+	f.opts = Options{OutOfServiceTaint: o.outOfService, Workers: 4, XOTimeout: time.Second}
+	f.r = f.newReconciler(f.Estate)
 	return f
 }
 
-// refuse closes XO's listener: connections are refused until the returned function listens
-// again on the same address.
-func (f *fixture) refuse() (restore func()) {
-	f.x.Close()
-	return func() { f.x.Reopen(f.t) }
+// newReconciler returns the controller on estate, with the fixture's options, calling the API
+// server directly.
+func (f *fixture) newReconciler(estate *inventory.Estate) *Reconciler {
+	return New(env.Client, estate, f.Rec, f.clock(), f.opts)
 }
 
-// addVM adds a VM to the pool, on host1, and waits until the inventory holds it.
+// clock is the fixture's fake clock when it has one.
+func (f *fixture) clock() clock.PassiveClock {
+	if f.Clock != nil {
+		return f.Clock
+	}
+	return clock.RealClock{}
+}
+
+// addVM adds a VM to the pool, on Host1, and waits until the inventory holds it.
 func (f *fixture) addVM(name, power string) string {
-	f.t.Helper()
-	id := f.x.AddVM(f.t, xosim.VMSpec{PoolID: f.pool, HostID: f.host1, NameLabel: name, PowerState: power, CPUs: 2, Memory: 2 * xosim.GiB})
-	f.waitInventory("VM "+name+" in the inventory", func(s *inventory.Snapshot) bool { return s.VM(id) != nil })
-	return id
-}
-
-// waitInventory polls the inventory until cond holds.
-func (f *fixture) waitInventory(what string, cond func(*inventory.Snapshot) bool) {
-	f.t.Helper()
-	f.x.WaitInventory(f.t, what, cond)
+	f.T.Helper()
+	return f.AddVM(xosim.VMSpec{NameLabel: name, PowerState: power})
 }
 
 // createNode registers an initialized Node for a VM, as a kubelet with --provider-id would,
 // with the given readiness, and removes it at the end of the test.
 func (f *fixture) createNode(suffix, vmID string, ready bool, opts ...testenv.NodeOption) *corev1.Node {
-	f.t.Helper()
-	all := append([]testenv.NodeOption{
-		testenv.WithProviderID(node.FormatProviderID(f.pool, vmID)),
-		testenv.WithSystemUUID(vmID),
-		testenv.Initialized(),
-		testenv.WithReady(ready),
-	}, opts...)
-	n := testenv.KubeletNode(testenv.NodeName(f.t, suffix), all...)
-	env.AddNode(f.t, n)
-	return n
+	f.T.Helper()
+	return f.CreateNode(suffix, vmID, append([]testenv.NodeOption{testenv.WithReady(ready)}, opts...)...)
 }
-
-// setReady writes the Node's Ready condition through the status subresource.
-func (f *fixture) setReady(name string, ready bool) {
-	f.t.Helper()
-	if err := testenv.SetReady(f.ctx, env.Client, name, ready); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-// get reads a Node from the API server; it fails the test when the Node is missing.
-func (f *fixture) get(name string) *corev1.Node { f.t.Helper(); return env.Node(f.t, name) }
-
-// exists reports whether the Node is still there.
-func (f *fixture) exists(name string) bool { f.t.Helper(); return env.NodeExists(f.t, name) }
 
 // reconcile runs one Reconcile of the Node.
 func (f *fixture) reconcile(name string) ctrl.Result {
-	f.t.Helper()
-	return testenv.Reconcile(f.ctx, f.t, f.r, name)
+	f.T.Helper()
+	return testenv.Reconcile(f.Ctx, f.T, f.r, name)
 }
 
-// hasTaint reports whether the stored Node has the taint (key and effect).
-func (f *fixture) hasTaint(name, key string, effect corev1.TaintEffect) bool {
-	f.t.Helper()
-	return node.HasTaint(f.get(name).Spec.Taints, key, effect)
+// reconcileUntilGone reconciles the Node until it is deleted (the absence of its VM must
+// last the settle time first) and reports whether it was within timeout.
+func (f *fixture) reconcileUntilGone(name string, timeout time.Duration) bool {
+	f.T.Helper()
+	return testenv.Poll(timeout, func() bool { f.reconcile(name); return !f.Exists(name) })
+}
+
+// waitAbsenceSettled waits until the inventory has seen the VM leave its pool and the absence
+// has lasted the settle time.
+func (f *fixture) waitAbsenceSettled(vmID string) {
+	f.T.Helper()
+	f.WaitInventory("the absence of VM "+vmID+" to settle", func(s *inventory.Snapshot) bool {
+		wait, ok := s.AbsenceWait(vmID, f.Pool)
+		return ok && wait == 0
+	})
 }

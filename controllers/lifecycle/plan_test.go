@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +14,7 @@ func TestPlanTaints(t *testing.T) {
 	shutdown := corev1.Taint{Key: node.TaintShutdown, Effect: corev1.TaintEffectNoSchedule}
 	oos := corev1.Taint{Key: node.TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute}
 	humanOOS := corev1.Taint{Key: node.TaintOutOfService, Value: "x", Effect: corev1.TaintEffectNoSchedule}
-	owned := map[string]string{AnnotationOutOfService: "true"}
+	owned := map[string]string{node.AnnotationOutOfService: "true"}
 	vm := func(state string) *xo.VM { return &xo.VM{ID: "v", PowerState: state} }
 	mk := func(ann map[string]string, taints ...corev1.Taint) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Spec: corev1.NodeSpec{Taints: taints}}
@@ -52,19 +51,5 @@ func TestPlanTaints(t *testing.T) {
 				t.Errorf("planTaints = %+v, want %+v", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := newBackoff(DefaultRetryBase, 5*DefaultRetryBase)
-	want := []int{1, 2, 4, 5, 5}
-	for i, w := range want {
-		if got := b.next("n"); got != DefaultRetryBase*time.Duration(w) {
-			t.Errorf("try %d: %v, want %v", i, got, DefaultRetryBase*time.Duration(w))
-		}
-	}
-	b.reset("n")
-	if got := b.next("n"); got != DefaultRetryBase {
-		t.Errorf("after reset: %v", got)
 	}
 }

@@ -89,7 +89,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	vms := map[string]*xo.VM{}
-	if err := xoc.ListVMs(ctx, func(v *xo.VM) { vms[v.NameLabel] = v }); err != nil {
+	if err := xoc.ListVMs(ctx, "", func(v *xo.VM) { vms[v.NameLabel] = v }); err != nil {
 		return err
 	}
 	fmt.Printf("XO at %s: %d VMs\n", xoSrv.URL, len(vms))
@@ -165,7 +165,7 @@ func run(ctx context.Context) error {
 
 	step("Live migration: k8s-worker-1 moves to xcp-a-02 in XO")
 	var hostA2 string
-	_ = xoc.ListHosts(ctx, func(h *xo.Host) {
+	_ = xoc.ListHosts(ctx, "", func(h *xo.Host) {
 		if h.NameLabel == "xcp-a-02" {
 			hostA2 = h.ID
 		}

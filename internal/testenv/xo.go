@@ -149,13 +149,20 @@ func (x *XO) Reopen(t testing.TB) {
 	x.serve(l)
 }
 
-// StartInventory starts an inventory on Client with o (default log: the test's), stopped when
-// the test ends, and waits until it has synced and, unless o disables it, until its event
-// stream is up.
+// TestSettleTime is the settle time StartInventory gives an inventory that sets none: short,
+// so that tests do not wait the production default.
+const TestSettleTime = 100 * time.Millisecond
+
+// StartInventory starts an inventory on Client with o (default log: the test's; default
+// settle time TestSettleTime), stopped when the test ends, and waits until it has synced,
+// every connected pool is trusted, and, unless o disables it, its event stream is up.
 func (x *XO) StartInventory(t testing.TB, o inventory.Options) *inventory.Inventory {
 	t.Helper()
 	if o.Log.GetSink() == nil {
 		o.Log = testLogger(t)
+	}
+	if o.SettleTime == 0 {
+		o.SettleTime = TestSettleTime
 	}
 	x.stream = !o.DisableEventStream
 	x.Inventory = inventory.New(x.Client, o)
@@ -171,6 +178,12 @@ func (x *XO) StartInventory(t testing.TB, o inventory.Options) *inventory.Invent
 	if x.stream {
 		Eventually(t, 5*time.Second, "the inventory's event stream up", x.Inventory.Streaming)
 	}
+	Eventually(t, 5*time.Second+10*o.SettleTime, "the inventory's pools trusted", func() bool {
+		if !x.stream {
+			_ = x.Inventory.Relist(context.Background())
+		}
+		return !x.Inventory.Snapshot().Settling()
+	})
 	return x.Inventory
 }
 
@@ -213,4 +226,14 @@ func idOrFatal(t testing.TB) func(id string, err error) string {
 		}
 		return id
 	}
+}
+
+// Estate returns the Estate of these simulators' inventories (started with StartInventory),
+// in this order, with the default lookup timeout.
+func Estate(xos ...*XO) *inventory.Estate {
+	members := make([]inventory.Member, len(xos))
+	for i, x := range xos {
+		members[i] = inventory.Member{Inventory: x.Inventory, XO: x.Client}
+	}
+	return inventory.NewEstate(0, members...)
 }

@@ -1,19 +1,13 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-)
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
-const userHZ = 100
+	"github.com/prometheus/procfs"
+)
 
 // ProcMem is a process's memory from /proc/<pid>/status, in bytes.
 type ProcMem struct {
@@ -24,39 +18,15 @@ type ProcMem struct {
 
 // ProcMemory reads a process's ProcMem.
 func ProcMemory(pid int) (ProcMem, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return ProcMem{}, fmt.Errorf("find process %d: %w", pid, err)
+	}
+	s, err := p.NewStatus()
 	if err != nil {
 		return ProcMem{}, fmt.Errorf("read status of process %d: %w", pid, err)
 	}
-	return parseStatus(data)
-}
-
-func parseStatus(data []byte) (ProcMem, error) {
-	var m ProcMem
-	fields := map[string]*int64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssFile": &m.File}
-	found := 0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		dst := fields[k]
-		if !ok || dst == nil {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			return ProcMem{}, fmt.Errorf("unexpected %s line %q", k, sc.Text())
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return ProcMem{}, fmt.Errorf("%s: %w", k, err)
-		}
-		*dst = n << 10
-		found++
-	}
-	if found != len(fields) {
-		return ProcMem{}, errors.New("VmRSS, VmHWM or RssFile missing from /proc status")
-	}
-	return m, nil
+	return ProcMem{RSS: int64(s.VmRSS), HWM: int64(s.VmHWM), File: int64(s.RssFile)}, nil
 }
 
 // ProcStat is what the benchmarks read from /proc/<pid>/stat.
@@ -69,92 +39,64 @@ type ProcStat struct {
 	CPU time.Duration
 }
 
+func procStat(s procfs.ProcStat) ProcStat {
+	return ProcStat{PID: s.PID, PPID: s.PPID, Comm: s.Comm, CPU: time.Duration(s.CPUTime() * float64(time.Second))}
+}
+
 // ReadProcStat reads /proc/<pid>/stat.
 func ReadProcStat(pid int) (ProcStat, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return ProcStat{}, fmt.Errorf("find process %d: %w", pid, err)
+	}
+	s, err := p.Stat()
 	if err != nil {
 		return ProcStat{}, fmt.Errorf("read stat of process %d: %w", pid, err)
 	}
-	return parseStat(data)
-}
-
-func parseStat(data []byte) (ProcStat, error) {
-	s := string(data)
-	// comm is in parentheses and may itself hold spaces and parentheses: cut at the last ')'.
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open {
-		return ProcStat{}, errors.New("malformed /proc stat: no (comm)")
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
-	if err != nil {
-		return ProcStat{}, fmt.Errorf("malformed /proc stat pid: %w", err)
-	}
-	f := strings.Fields(s[closing+1:])
-	// After comm: state(0) ppid(1) ... utime(11) stime(12).
-	if len(f) < 13 {
-		return ProcStat{}, errors.New("malformed /proc stat: too few fields")
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	ut, err2 := strconv.ParseInt(f[11], 10, 64)
-	st, err3 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return ProcStat{}, fmt.Errorf("malformed /proc stat: %w", err)
-	}
-	return ProcStat{PID: pid, PPID: ppid, Comm: s[open+1 : closing], CPU: time.Duration(ut+st) * time.Second / userHZ}, nil
+	return procStat(s), nil
 }
 
 // Children returns the processes whose parent is ppid, by executable name.
 func Children(ppid int) (map[string][]ProcStat, error) {
-	paths, err := filepath.Glob("/proc/[0-9]*/stat")
+	procs, err := procfs.AllProcs()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	out := map[string][]ProcStat{}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue // the process ended meanwhile
+	for _, p := range procs {
+		s, err := p.Stat()
+		if err != nil || s.PPID != ppid {
+			continue // or the process ended meanwhile
 		}
-		st, err := parseStat(data)
-		if err != nil || st.PPID != ppid {
-			continue
-		}
-		out[st.Comm] = append(out[st.Comm], st)
+		out[s.Comm] = append(out[s.Comm], procStat(s))
 	}
 	return out, nil
 }
 
 // LoadAvg returns the 1-, 5- and 15-minute load averages.
 func LoadAvg() ([3]float64, error) {
-	var l [3]float64
-	data, err := os.ReadFile("/proc/loadavg")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return l, fmt.Errorf("read load average: %w", err)
+		return [3]float64{}, fmt.Errorf("open /proc: %w", err)
 	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return l, errors.New("malformed /proc/loadavg")
+	l, err := fs.LoadAvg()
+	if err != nil {
+		return [3]float64{}, fmt.Errorf("read load average: %w", err)
 	}
-	for i := range l {
-		if l[i], err = strconv.ParseFloat(f[i], 64); err != nil {
-			return l, fmt.Errorf("malformed /proc/loadavg: %w", err)
-		}
-	}
-	return l, nil
+	return [3]float64{l.Load1, l.Load5, l.Load15}, nil
 }
 
-// CPUModel returns the first "model name" of /proc/cpuinfo, "" when there is none.
+// CPUModel returns the first CPU's model name from /proc/cpuinfo, "" when there is none.
 func CPUModel() string {
-	data, err := os.ReadFile("/proc/cpuinfo")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return ""
 	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
+	cpus, err := fs.CPUInfo()
+	if err != nil || len(cpus) == 0 {
+		return ""
 	}
-	return ""
+	return cpus[0].ModelName
 }
 
 // Kernel returns the running kernel's release.

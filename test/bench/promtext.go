@@ -1,14 +1,19 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"strconv"
+	"maps"
+	"slices"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// Sample is one sample of the Prometheus text exposition format.
+// Sample is one sample of the Prometheus text exposition format; a histogram or summary
+// gives one per bucket or quantile and its _sum and _count.
 type Sample struct {
 	Name   string
 	Labels map[string]string
@@ -16,93 +21,32 @@ type Sample struct {
 }
 
 // ParseMetrics reads the Prometheus text format (as served at /metrics by the API server and
-// the controller). Comments and blank lines are skipped; a malformed sample line is an error
-// naming its line number.
+// the controller) with the Prometheus parser, and returns its samples in the order of their
+// metric families' names.
 func ParseMetrics(r io.Reader) ([]Sample, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxBenchLine)
-	var out []Sample
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || text[0] == '#' {
-			continue
-		}
-		s, err := parseSample(text)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d: %w", line, err)
-		}
-		out = append(out, s)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read metrics: %w", err)
+	var mfs []*dto.MetricFamily
+	for _, name := range slices.Sorted(maps.Keys(families)) {
+		mfs = append(mfs, families[name])
+	}
+	vec, err := expfmt.ExtractSamples(&expfmt.DecodeOptions{}, mfs...)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	out := make([]Sample, 0, len(vec))
+	for _, s := range vec {
+		labels := make(map[string]string, len(s.Metric))
+		for k, v := range s.Metric {
+			labels[string(k)] = string(v)
+		}
+		delete(labels, model.MetricNameLabel)
+		out = append(out, Sample{Name: string(s.Metric[model.MetricNameLabel]), Labels: labels, Value: float64(s.Value)})
 	}
 	return out, nil
-}
-
-func parseSample(text string) (Sample, error) {
-	s := Sample{Labels: map[string]string{}}
-	i := strings.IndexAny(text, "{ \t")
-	if i <= 0 {
-		return s, fmt.Errorf("no value in %q", text)
-	}
-	s.Name, text = text[:i], text[i:]
-	if text[0] == '{' {
-		rest, err := parseLabels(text[1:], s.Labels)
-		if err != nil {
-			return s, err
-		}
-		text = rest
-	}
-	fields := strings.Fields(text)
-	if len(fields) < 1 || len(fields) > 2 {
-		return s, fmt.Errorf("want a value and an optional timestamp after %s, got %q", s.Name, text)
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil {
-		return s, fmt.Errorf("value of %s: %w", s.Name, err)
-	}
-	s.Value = v
-	return s, nil
-}
-
-// parseLabels reads `name="value",...}` into m and returns what follows the closing brace.
-func parseLabels(text string, m map[string]string) (string, error) {
-	for {
-		text = strings.TrimLeft(text, " ,")
-		if strings.HasPrefix(text, "}") {
-			return text[1:], nil
-		}
-		eq := strings.IndexByte(text, '=')
-		if eq <= 0 || len(text) < eq+2 || text[eq+1] != '"' {
-			return "", fmt.Errorf("bad label in %q", text)
-		}
-		name := strings.TrimSpace(text[:eq])
-		text = text[eq+2:]
-		var val strings.Builder
-		closed := false
-		for j := 0; j < len(text); j++ {
-			c := text[j]
-			if c == '\\' && j+1 < len(text) {
-				j++
-				switch text[j] {
-				case 'n':
-					val.WriteByte('\n')
-				default:
-					val.WriteByte(text[j])
-				}
-				continue
-			}
-			if c == '"' {
-				text, closed = text[j+1:], true
-				break
-			}
-			val.WriteByte(c)
-		}
-		if !closed {
-			return "", fmt.Errorf("unterminated value of label %s", name)
-		}
-		m[name] = val.String()
-	}
 }
 
 // Sum adds the values of the samples named name whose labels include every pair of match.

@@ -21,27 +21,27 @@ func diff(old, next *Snapshot) []Change {
 	var out []Change
 	for id, vm := range next.vms.all() {
 		if o := old.vms.get(id); o == nil || !vmEqual(o, vm) {
-			out = append(out, Change{Kind: VMChanged, ID: id, PoolID: vm.PoolID})
+			out = append(out, Change{Kind: VMChanged, ID: id})
 		}
 	}
-	for id, vm := range old.vms.all() {
+	for id := range old.vms.all() {
 		if next.vms.get(id) == nil {
-			out = append(out, Change{Kind: VMChanged, ID: id, PoolID: vm.PoolID})
+			out = append(out, Change{Kind: VMChanged, ID: id})
 		}
 	}
 	for id, h := range next.hosts {
 		if o := old.hosts[id]; o == nil || *o != *h {
-			out = append(out, Change{Kind: HostChanged, ID: id, PoolID: h.PoolID})
+			out = append(out, Change{Kind: HostChanged, ID: id})
 		}
 	}
-	for id, h := range old.hosts {
+	for id := range old.hosts {
 		if next.hosts[id] == nil {
-			out = append(out, Change{Kind: HostChanged, ID: id, PoolID: h.PoolID})
+			out = append(out, Change{Kind: HostChanged, ID: id})
 		}
 	}
 	pools := map[string]struct{}{}
 	for id, p := range next.pools {
-		if o := old.pools[id]; o == nil || *o != *p || old.connected[id] != next.connected[id] {
+		if o := old.pools[id]; o == nil || *o != *p || old.PoolConnected(id) != next.PoolConnected(id) {
 			pools[id] = struct{}{}
 		}
 	}
@@ -50,13 +50,13 @@ func diff(old, next *Snapshot) []Change {
 			pools[id] = struct{}{}
 		}
 	}
-	for id := range old.connected {
-		if old.connected[id] != next.connected[id] {
+	for id := range old.conn {
+		if old.PoolConnected(id) != next.PoolConnected(id) {
 			pools[id] = struct{}{}
 		}
 	}
 	for id := range pools {
-		out = append(out, Change{Kind: PoolChanged, ID: id, PoolID: id})
+		out = append(out, Change{Kind: PoolChanged, ID: id})
 	}
 	return out
 }

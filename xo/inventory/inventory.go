@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +17,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 // Source is what the inventory needs from XO; *xo.Client implements it.
 type Source interface {
-	ListVMs(ctx context.Context, fn func(*xo.VM)) error
-	ListHosts(ctx context.Context, fn func(*xo.Host)) error
+	ListVMs(ctx context.Context, filter string, fn func(*xo.VM)) error
+	ListHosts(ctx context.Context, filter string, fn func(*xo.Host)) error
 	ListPools(ctx context.Context, fn func(*xo.Pool)) error
 	ListServers(ctx context.Context, fn func(*xo.Server)) error
 	Watch(ctx context.Context, o xo.WatchOptions, fn func(xo.Event)) error
@@ -28,6 +31,17 @@ type Source interface {
 
 // Options configures an Inventory. Zero values take the defaults.
 type Options struct {
+	// Name names the XO server in metrics and logs. Default "xo".
+	Name string
+	// Region is the server's region label value, for topology.region "server" ("" when none).
+	Region string
+	// Pools is the pool scope: uuids or exact names of the pools that host Nodes. Other pools
+	// are not listed, not held, and do not count for completeness. Empty: every pool.
+	Pools []string
+	// SettleTime is how long a (re)connected pool must stay connected, and then be seen in a
+	// full listing, before a VM missing from it is taken as absent; and how long a VM's
+	// absence must last before it counts (see Snapshot.AbsentSince). Default 30s.
+	SettleTime time.Duration
 	// ResyncPeriod is the full relist period while the event stream works. Default 10m.
 	ResyncPeriod time.Duration
 	// PollPeriod is the relist period without an event stream. Default 30s.
@@ -56,11 +70,10 @@ const (
 	PoolChanged
 )
 
-// Change names one object that changed. For a VM, PoolID is its pool (before and after a move).
+// Change names one object that changed.
 type Change struct {
-	Kind   ChangeKind
-	ID     string
-	PoolID string
+	Kind ChangeKind
+	ID   string
 }
 
 // Inventory is XO's inventory in memory. Start runs it; it needs no leader election.
@@ -85,6 +98,12 @@ type Inventory struct {
 	synced    chan struct{}
 	syncOnce  sync.Once
 	relistNow chan struct{}
+
+	// scopeIDs remembers the pool uuid a scope name resolved to, so that a pool keeps
+	// counting while it is disconnected (XO then lists neither the pool nor its name).
+	scopeMu  sync.Mutex
+	scopeIDs map[string][]string
+	metrics  *metricSet
 }
 
 type errBox struct{ err error }
@@ -106,13 +125,25 @@ func New(src Source, o Options) *Inventory {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	inv := &Inventory{src: src, opts: o, log: o.Log, synced: make(chan struct{}), relistNow: make(chan struct{}, 1)}
+	if o.Name == "" {
+		o.Name = "xo"
+	}
+	if o.SettleTime <= 0 {
+		o.SettleTime = 30 * time.Second
+	}
+	inv := &Inventory{
+		src: src, opts: o, log: o.Log.WithValues("server", o.Name), synced: make(chan struct{}), relistNow: make(chan struct{}, 1),
+		scopeIDs: map[string][]string{}, metrics: newMetricSet(o.Name),
+	}
 	inv.snap.Store(emptySnapshot(inv))
 	return inv
 }
 
 // Snapshot returns the current snapshot.
 func (i *Inventory) Snapshot() *Snapshot { return i.snap.Load() }
+
+// Name returns the XO server's name.
+func (i *Inventory) Name() string { return i.opts.Name }
 
 // Synced is closed after the first successful listing.
 func (i *Inventory) Synced() <-chan struct{} { return i.synced }
@@ -199,6 +230,10 @@ func (i *Inventory) relistLoop(ctx context.Context) {
 		if !i.HasSynced() && failures == 0 && i.opts.DisableEventStream {
 			wait = 0
 		}
+		// A pool that (re)connected becomes trusted at the first listing after its settle time.
+		if next := i.Snapshot().nextTrust(); !next.IsZero() && failures == 0 {
+			wait = min(wait, max(0, next.Sub(i.opts.Clock.Now()))+10*time.Millisecond)
+		}
 		t := i.opts.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -230,7 +265,7 @@ func (i *Inventory) streamLoop(ctx context.Context) {
 				connected = true
 				failures = 0
 				i.streaming.Store(true)
-				streamUp.Set(1)
+				i.metrics.streamUp.Set(1)
 				i.log.V(1).Info("XO event stream subscribed")
 				// Relist now: whatever changed before the subscription is in the listing,
 				// whatever changes after it arrives as an event.
@@ -238,7 +273,7 @@ func (i *Inventory) streamLoop(ctx context.Context) {
 			},
 		}, i.apply)
 		i.streaming.Store(false)
-		streamUp.Set(0)
+		i.metrics.streamUp.Set(0)
 		if ctx.Err() != nil {
 			return
 		}
@@ -251,7 +286,7 @@ func (i *Inventory) streamLoop(ctx context.Context) {
 			failures++
 			wait = min(time.Second<<min(failures-1, 6), time.Minute)
 			i.log.Error(err, "XO event stream broken; relisting", "connected", connected, "retryIn", wait)
-			streamBreaks.Inc()
+			i.metrics.streamBreaks.Inc()
 			// Changes made while the stream was down are only in a listing.
 			i.trigger()
 		}
@@ -274,7 +309,8 @@ type listing struct {
 }
 
 // Relist lists every collection and replaces the snapshot, keeping objects that events changed
-// meanwhile. A failed or partial listing changes nothing.
+// meanwhile. A failed or partial listing changes nothing. With a pool scope, hosts and VMs are
+// listed for the scope's pools only.
 func (i *Inventory) Relist(ctx context.Context) error {
 	start := i.opts.Clock.Now()
 	i.mu.Lock()
@@ -282,33 +318,41 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	i.mu.Unlock()
 
 	l := &listing{}
+	var sc *scope
 	err := i.src.ListServers(ctx, func(s *xo.Server) { l.servers = append(l.servers, s) })
 	if err == nil {
 		err = i.src.ListPools(ctx, func(p *xo.Pool) { p.ID = lower(p.ID); l.pools = append(l.pools, p) })
 	}
 	if err == nil {
-		err = i.src.ListHosts(ctx, func(h *xo.Host) { h.ID = lower(h.ID); l.hosts = append(l.hosts, h) })
+		sc = i.resolveScope(l.pools)
+		l.pools = slices.DeleteFunc(l.pools, func(p *xo.Pool) bool { return !sc.has(p.ID) })
 	}
-	if err == nil {
+	// A scope whose pools are all unknown lists nothing rather than everything.
+	emptyScope := sc != nil && len(sc.list) == 0
+	if err == nil && !emptyScope {
+		err = i.src.ListHosts(ctx, sc.filter(), func(h *xo.Host) { h.ID = lower(h.ID); l.hosts = append(l.hosts, h) })
+	}
+	if err == nil && !emptyScope {
 		l.vms = make([]*xo.VM, 0, i.Snapshot().Len())
-		err = i.src.ListVMs(ctx, func(v *xo.VM) { v.ID = lower(v.ID); internVM(v); l.vms = append(l.vms, v) })
+		err = i.src.ListVMs(ctx, sc.filter(), func(v *xo.VM) { v.ID = lower(v.ID); internVM(v); l.vms = append(l.vms, v) })
 	}
 	if err != nil {
 		i.mu.Lock()
 		i.touched = nil
 		i.mu.Unlock()
 		i.lastErr.Store(&errBox{err})
-		relistTotal.WithLabelValues("error").Inc()
+		i.metrics.relists.WithLabelValues(i.opts.Name, "error").Inc()
 		i.log.Error(err, "XO relist failed; keeping the previous inventory", "age", i.opts.Clock.Since(i.Snapshot().listedAt).Round(time.Second).String())
-		return fmt.Errorf("relist: %w", err)
+		return fmt.Errorf("relist %s: %w", i.opts.Name, err)
 	}
 
 	i.mu.Lock()
 	old := i.snap.Load()
-	next := fromListing(i, l, i.opts.Clock.Now())
+	now := i.opts.Clock.Now()
+	next := fromListing(i, l, sc, old, start, now)
 	// Events newer than the listing win over it.
 	if len(i.touched) > 0 {
-		b := ownBuilder(next)
+		b := ownBuilder(next, now)
 		for k := range i.touched {
 			kind, id := k[0], k[2:]
 			switch kind {
@@ -318,33 +362,76 @@ func (i *Inventory) Relist(ctx context.Context) error {
 				b.putHost(id, old.hosts[id])
 			case 'p':
 				b.putPool(id, old.pools[id])
+				if _, ok := old.conn[id]; !ok {
+					b.disconnect(id)
+				}
 			}
 		}
 		next = b.done()
 	}
+	next.scope = sc
 	i.touched = nil
 	i.snap.Store(next)
 	i.mu.Unlock()
 
 	i.lastErr.Store(nil)
-	lastSync.Set(float64(next.listedAt.Unix()))
-	relistTotal.WithLabelValues("ok").Inc()
-	relistDuration.Observe(i.opts.Clock.Since(start).Seconds())
-	objects.WithLabelValues("vms").Set(float64(next.vms.len()))
-	objects.WithLabelValues("hosts").Set(float64(len(next.hosts)))
-	objects.WithLabelValues("pools").Set(float64(len(next.pools)))
+	i.metrics.observeRelist(next, i.opts.Clock.Since(start))
 	i.syncOnce.Do(func() { close(i.synced) })
-	i.log.V(1).Info("XO inventory relisted", "vms", next.vms.len(), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.allConnected)
+	i.log.V(1).Info("XO inventory relisted", "vms", next.vms.len(), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.Complete())
 	i.notify(diff(old, next))
 	return nil
 }
 
-// apply applies one event to the snapshot.
+// resolveScope turns the configured pool scope into pool uuids: a uuid stands for itself, a
+// name for the pools listed with that name now, or, for a pool XO does not list (it is
+// disconnected), the uuid it had when last seen. Names never seen are reported.
+func (i *Inventory) resolveScope(pools []*xo.Pool) *scope {
+	if len(i.opts.Pools) == 0 {
+		return nil
+	}
+	i.scopeMu.Lock()
+	defer i.scopeMu.Unlock()
+	sc := &scope{ids: map[string]bool{}}
+	for _, entry := range i.opts.Pools {
+		if id, ok := node.NormalizeUUID(entry); ok {
+			sc.ids[id] = true
+			continue
+		}
+		var ids []string
+		for _, p := range pools {
+			if p.NameLabel == entry {
+				ids = append(ids, p.ID)
+			}
+		}
+		if len(ids) > 0 {
+			i.scopeIDs[entry] = ids
+		} else {
+			ids = i.scopeIDs[entry]
+		}
+		if len(ids) == 0 {
+			sc.unresolved = append(sc.unresolved, entry)
+		}
+		for _, id := range ids {
+			sc.ids[id] = true
+		}
+	}
+	sc.list = slices.Sorted(maps.Keys(sc.ids))
+	i.metrics.scopeUnresolved.Set(float64(len(sc.unresolved)))
+	if len(sc.unresolved) > 0 {
+		i.log.Info("Pools of the scope unknown to XO; name and address matches wait until they are seen", "pools", sc.unresolved)
+	}
+	return sc
+}
+
+// apply applies one event to the snapshot. Objects of pools outside the scope are dropped; a
+// VM that moves out of the scope leaves the inventory.
 func (i *Inventory) apply(ev xo.Event) {
 	var ch Change
+	relist := false
 	i.mu.Lock()
 	cur := i.snap.Load()
-	b := newBuilder(cur)
+	sc := cur.scope
+	b := newBuilder(cur, i.opts.Clock.Now())
 	remove := ev.Type == xo.EventRemove
 	var key string
 	switch {
@@ -353,11 +440,12 @@ func (i *Inventory) apply(ev xo.Event) {
 		ev.VM.ID = id
 		internVM(ev.VM)
 		old := cur.vms.get(id)
-		if !remove && old != nil && vmEqual(old, ev.VM) {
+		remove = remove || !sc.has(ev.VM.PoolID)
+		if remove && old == nil || !remove && old != nil && vmEqual(old, ev.VM) {
 			i.mu.Unlock()
 			return
 		}
-		ch = Change{Kind: VMChanged, ID: id, PoolID: ev.VM.PoolID}
+		ch = Change{Kind: VMChanged, ID: id}
 		if remove {
 			b.putVM(id, nil)
 		} else {
@@ -367,7 +455,12 @@ func (i *Inventory) apply(ev xo.Event) {
 	case ev.Host != nil:
 		id := lower(ev.Host.ID)
 		ev.Host.ID = id
-		ch = Change{Kind: HostChanged, ID: id, PoolID: ev.Host.PoolID}
+		remove = remove || !sc.has(ev.Host.PoolID)
+		if remove && cur.hosts[id] == nil {
+			i.mu.Unlock()
+			return
+		}
+		ch = Change{Kind: HostChanged, ID: id}
 		if remove {
 			b.putHost(id, nil)
 		} else {
@@ -377,11 +470,19 @@ func (i *Inventory) apply(ev xo.Event) {
 	case ev.Pool != nil:
 		id := lower(ev.Pool.ID)
 		ev.Pool.ID = id
-		ch = Change{Kind: PoolChanged, ID: id, PoolID: id}
+		// Pool membership changes come with server status changes, which only a listing
+		// shows; a new pool may also be a scope name seen for the first time.
+		relist = true
+		if !sc.has(id) {
+			i.mu.Unlock()
+			i.trigger()
+			return
+		}
+		ch = Change{Kind: PoolChanged, ID: id}
 		if remove {
 			// XO removes a pool's objects when it loses the connection to it.
 			b.putPool(id, nil)
-			b.setConnected(id, false)
+			b.disconnect(id)
 		} else {
 			b.putPool(id, ev.Pool)
 		}
@@ -395,8 +496,7 @@ func (i *Inventory) apply(ev xo.Event) {
 	}
 	i.snap.Store(b.done())
 	i.mu.Unlock()
-	if ev.Pool != nil {
-		// Pool membership changes come with server status changes, which only a listing shows.
+	if relist {
 		i.trigger()
 	}
 	i.notify([]Change{ch})
@@ -409,7 +509,7 @@ func (i *Inventory) notify(changes []Change) {
 	i.handlersMu.RLock()
 	defer i.handlersMu.RUnlock()
 	for _, c := range changes {
-		changesTotal.WithLabelValues(c.Kind.String()).Inc()
+		i.metrics.changes.WithLabelValues(i.opts.Name, c.Kind.String()).Inc()
 		for _, h := range i.handlers {
 			h(c)
 		}

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,11 +23,19 @@ type fakeSource struct {
 	servers  []xo.Server
 	err      error
 	duringVM func()
+	// filters records the filters of the VM listings.
+	filters []string
 }
 
-func (f *fakeSource) ListVMs(_ context.Context, fn func(*xo.VM)) error {
+// inFilter reports whether an object of this pool passes an xo.PoolFilter filter.
+func inFilter(filter, pool string) bool {
+	return filter == "" || strings.Contains(filter, pool)
+}
+
+func (f *fakeSource) ListVMs(_ context.Context, filter string, fn func(*xo.VM)) error {
 	f.mu.Lock()
 	vms, err, hook := append([]xo.VM(nil), f.vms...), f.err, f.duringVM
+	f.filters = append(f.filters, filter)
 	f.mu.Unlock()
 	if hook != nil {
 		hook()
@@ -35,17 +44,21 @@ func (f *fakeSource) ListVMs(_ context.Context, fn func(*xo.VM)) error {
 		return err
 	}
 	for i := range vms {
-		fn(&vms[i])
+		if inFilter(filter, vms[i].PoolID) {
+			fn(&vms[i])
+		}
 	}
 	return nil
 }
 
-func (f *fakeSource) ListHosts(_ context.Context, fn func(*xo.Host)) error {
+func (f *fakeSource) ListHosts(_ context.Context, filter string, fn func(*xo.Host)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.hosts {
 		h := f.hosts[i]
-		fn(&h)
+		if inFilter(filter, h.PoolID) {
+			fn(&h)
+		}
 	}
 	return nil
 }
@@ -95,17 +108,29 @@ func source() *fakeSource {
 	}
 }
 
+const testSettle = 10 * time.Second
+
 func newInventory(src Source, clk *clocktesting.FakeClock) *Inventory {
-	return New(src, Options{Clock: clk, Log: logr.Discard(), StaleAfter: time.Minute})
+	return New(src, Options{Clock: clk, Log: logr.Discard(), StaleAfter: time.Minute, SettleTime: testSettle})
+}
+
+// settled relists, lets the settle time pass and relists again: the connected pools are
+// trusted then.
+func settled(t *testing.T, inv *Inventory, clk *clocktesting.FakeClock) *Snapshot {
+	t.Helper()
+	for range 2 {
+		if err := inv.Relist(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(testSettle)
+	}
+	return inv.Snapshot()
 }
 
 func TestRelistBuildsIndexes(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	inv := newInventory(source(), clk)
-	if err := inv.Relist(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := inv.Snapshot()
+	s := settled(t, inv, clk)
 	if s.VM(vm1) == nil || s.VM("3F1C2B7E-0C4A-4D2B-9E51-6A0F2E8B1C11") == nil {
 		t.Fatal("VM lookup by id (any case) failed")
 	}
@@ -121,7 +146,7 @@ func TestRelistBuildsIndexes(t *testing.T) {
 	if !s.Complete() || !inv.HasSynced() {
 		t.Fatal("a fresh complete listing must be Complete and synced")
 	}
-	clk.Step(2 * time.Minute)
+	clk.Step(time.Minute)
 	if s.Complete() {
 		t.Fatal("a listing older than StaleAfter without event stream must not be Complete")
 	}
@@ -151,12 +176,10 @@ func TestFailedRelistKeepsSnapshot(t *testing.T) {
 
 func TestDisconnectedServerMakesIncomplete(t *testing.T) {
 	src := source()
-	src.servers = append(src.servers, xo.Server{ID: "s2", PoolID: poolB, Status: xo.ServerDisconnected})
-	inv := newInventory(src, clocktesting.NewFakeClock(time.Now()))
-	if err := inv.Relist(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s := inv.Snapshot()
+	src.servers = append(src.servers, xo.Server{ID: "s2", Status: xo.ServerDisconnected})
+	clk := clocktesting.NewFakeClock(time.Now())
+	inv := newInventory(src, clk)
+	s := settled(t, inv, clk)
 	if s.Complete() {
 		t.Fatal("a disconnected server must make the snapshot incomplete")
 	}
@@ -166,10 +189,9 @@ func TestDisconnectedServerMakesIncomplete(t *testing.T) {
 }
 
 func TestEventsApplyAndNotify(t *testing.T) {
-	inv := newInventory(source(), clocktesting.NewFakeClock(time.Now()))
-	if err := inv.Relist(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	inv := newInventory(source(), clk)
+	settled(t, inv, clk)
 	var got []Change
 	inv.AddHandler(func(c Change) { got = append(got, c) })
 	old := inv.Snapshot()
@@ -195,7 +217,7 @@ func TestEventsApplyAndNotify(t *testing.T) {
 	if inv.Snapshot().PoolConnected(poolA) || inv.Snapshot().Complete() {
 		t.Fatal("a removed pool must count as disconnected")
 	}
-	want := []Change{{VMChanged, vm1, poolA}, {VMChanged, vm2, ""}, {PoolChanged, poolA, poolA}}
+	want := []Change{{VMChanged, vm1}, {VMChanged, vm2}, {PoolChanged, poolA}}
 	if len(got) != len(want) {
 		t.Fatalf("changes = %v, want %v (an unchanged update must not notify)", got, want)
 	}

@@ -10,27 +10,50 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 )
 
-// Snapshot is an immutable view of XO's inventory. Its lookups take no lock and allocate
-// nothing; the objects they return must not be modified.
+// Snapshot is an immutable view of one XO server's inventory. Its lookups take no lock and
+// allocate nothing; the objects they return must not be modified.
 type Snapshot struct {
 	vms    shardedMap[*xo.VM]
 	byName shardedMap[[]*xo.VM]
 	byAddr shardedMap[[]*xo.VM]
 	hosts  map[string]*xo.Host
 	pools  map[string]*xo.Pool
-	// connected holds the pools XO has a connected server for.
-	connected map[string]bool
-	// allConnected is false while any of XO's servers is not connected.
-	allConnected bool
+	// conn holds, per pool in scope that XO reports connected, since when and since when it
+	// is trusted (see PoolTrusted). A pool absent from it is not connected.
+	conn map[string]poolConn
+	// counted lists the pools whose connection decides completeness: the resolved scope, or
+	// every pool of an enabled server entry; countedOK is false when an entry cannot be
+	// counted (a disconnected server entry without scope, a scope name never seen).
+	counted   []string
+	countedOK bool
+	// tombs holds the VMs that left the inventory less than the settle time ago, and removed
+	// the names and addresses they had, both with when they left.
+	tombs   map[string]time.Time
+	removed map[string]time.Time
+	// hostNames and poolNames count the hosts and pools of each name.
+	hostNames, poolNames map[string]int
+	// scope is the pool scope the last listing resolved (nil: every pool).
+	scope *scope
 	// listedAt is when the listing this snapshot stems from finished.
 	listedAt time.Time
 	inv      *Inventory
 }
 
+// poolConn is a pool's connection state.
+type poolConn struct {
+	// since is when the inventory first saw XO report the pool's server connected.
+	since time.Time
+	// trusted is when a full listing that started at least the settle time after since saw
+	// the pool and its server connected; zero until then.
+	trusted time.Time
+}
+
 func emptySnapshot(inv *Inventory) *Snapshot {
 	return &Snapshot{
 		vms: newShardedMap[*xo.VM](0), byName: newShardedMap[[]*xo.VM](0), byAddr: newShardedMap[[]*xo.VM](0),
-		hosts: map[string]*xo.Host{}, pools: map[string]*xo.Pool{}, connected: map[string]bool{}, inv: inv,
+		hosts: map[string]*xo.Host{}, pools: map[string]*xo.Pool{}, conn: map[string]poolConn{},
+		tombs: map[string]time.Time{}, removed: map[string]time.Time{},
+		hostNames: map[string]int{}, poolNames: map[string]int{}, inv: inv,
 	}
 }
 
@@ -42,6 +65,12 @@ func lower(s string) string {
 	}
 	return s
 }
+
+// Server returns the name of the XO server this snapshot comes from.
+func (s *Snapshot) Server() string { return s.inv.opts.Name }
+
+// ServerRegion returns the region label value configured for this XO server ("" when none).
+func (s *Snapshot) ServerRegion() string { return s.inv.opts.Region }
 
 // VM returns the VM with this uuid, or nil.
 func (s *Snapshot) VM(id string) *xo.VM { return s.vms.get(lower(id)) }
@@ -58,18 +87,76 @@ func (s *Snapshot) Host(id string) *xo.Host { return s.hosts[lower(id)] }
 // Pool returns the pool with this uuid, or nil.
 func (s *Snapshot) Pool(id string) *xo.Pool { return s.pools[lower(id)] }
 
-// PoolConnected reports whether XO has a connected server for the pool and holds its objects.
+// HostNameCount returns how many hosts are named name.
+func (s *Snapshot) HostNameCount(name string) int { return s.hostNames[name] }
+
+// PoolNameCount returns how many pools are named name.
+func (s *Snapshot) PoolNameCount(name string) int { return s.poolNames[name] }
+
+// PoolConnected reports whether the pool is in scope, XO reports its server connected and
+// holds its objects, and the pool is trusted: it has been connected for the settle time and
+// a full listing saw it after that. On (re)connection XO reports a server connected before it
+// has loaded the pool's objects; until the pool is trusted, a VM missing from it proves
+// nothing.
 func (s *Snapshot) PoolConnected(poolID string) bool {
 	id := lower(poolID)
-	return s.connected[id] && s.pools[id] != nil
+	return !s.conn[id].trusted.IsZero() && s.pools[id] != nil
 }
 
-// Complete reports whether the snapshot can be trusted to hold every VM: a listing succeeded,
-// every XO server is connected, and the data is fresh (the event stream is up, or the last
-// listing is younger than the staleness limit). Matches by name or address need it; a VM
-// absent from an incomplete snapshot may simply be in a pool XO cannot see.
+// AbsentSince returns since when the VM has been known to be absent from its pool: when it
+// left the inventory, or, for a VM never seen, when the pool became trusted. ok is false
+// while the pool is not trusted or the VM is present.
+func (s *Snapshot) AbsentSince(vmID, poolID string) (since time.Time, ok bool) {
+	if !s.PoolConnected(poolID) || s.VM(vmID) != nil {
+		return time.Time{}, false
+	}
+	since = s.conn[lower(poolID)].trusted
+	if at, ok := s.tombs[lower(vmID)]; ok && at.After(since) {
+		since = at
+	}
+	return since, true
+}
+
+// AbsenceWait returns how much longer the VM must stay absent from its pool before its
+// absence counts (0: it does); ok is false when its absence cannot be vouched for at all (the
+// pool is not trusted, or the VM is present).
+func (s *Snapshot) AbsenceWait(vmID, poolID string) (wait time.Duration, ok bool) {
+	since, ok := s.AbsentSince(vmID, poolID)
+	if !ok {
+		return 0, false
+	}
+	return max(0, s.inv.opts.SettleTime-s.inv.opts.Clock.Since(since)), true
+}
+
+// RemovedRecently reports whether a VM with this name or address left the inventory less
+// than the settle time ago: a VM that looks unique by name or address may have had a twin
+// that is only gone because XO is dropping its pool.
+func (s *Snapshot) RemovedRecently(key string) bool {
+	at, ok := s.removed[key]
+	return ok && s.inv.opts.Clock.Since(at) < s.inv.opts.SettleTime
+}
+
+// Complete reports whether the snapshot can be trusted to hold every VM in scope: a listing
+// succeeded, the data is fresh (the event stream is up, or the last listing is younger than
+// the staleness limit), and every pool that counts is connected and trusted — the pools of
+// the scope when one is set, else the pools of every enabled server entry. Matches by name or
+// address need it; a VM absent from an incomplete snapshot may simply be in a pool XO cannot
+// see.
 func (s *Snapshot) Complete() bool {
-	return s.allConnected && !s.listedAt.IsZero() && s.inv != nil && s.inv.fresh(s.listedAt)
+	if !s.countedOK || s.listedAt.IsZero() || s.inv == nil || !s.inv.fresh(s.listedAt) {
+		return false
+	}
+	for _, id := range s.counted {
+		if !s.PoolConnected(id) {
+			return false
+		}
+	}
+	return true
+}
+
+// Fresh reports whether the snapshot comes from a listing and is current.
+func (s *Snapshot) Fresh() bool {
+	return !s.listedAt.IsZero() && s.inv != nil && s.inv.fresh(s.listedAt)
 }
 
 // Synced reports whether the snapshot comes from at least one successful listing.
@@ -77,6 +164,23 @@ func (s *Snapshot) Synced() bool { return !s.listedAt.IsZero() }
 
 // Len returns the number of VMs.
 func (s *Snapshot) Len() int { return s.vms.len() }
+
+// Settling reports whether a pool XO reports connected is not trusted yet.
+func (s *Snapshot) Settling() bool { return !s.nextTrust().IsZero() }
+
+// nextTrust returns when the earliest connected, untrusted pool may become trusted; zero when
+// there is none.
+func (s *Snapshot) nextTrust() time.Time {
+	var next time.Time
+	for _, c := range s.conn {
+		if c.trusted.IsZero() {
+			if t := c.since.Add(s.inv.opts.SettleTime); next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return next
+}
 
 // internVM replaces the strings thousands of VMs share (pool and host uuids, power states,
 // tags) with one shared copy each.
@@ -115,48 +219,89 @@ func vmAddresses(vm *xo.VM) []string {
 }
 
 // builder produces the next snapshot from the current one by copy on write: the VM maps copy
-// only the shards a change touches, the small host, pool and connection maps are copied whole.
+// only the shards a change touches, the small maps are copied whole on their first change.
 type builder struct {
 	s                        *Snapshot
+	now                      time.Time
 	vms                      *shardedWriter[*xo.VM]
 	byName, byAddr           *shardedWriter[[]*xo.VM]
 	hostsCopied, poolsCopied bool
-	connectedCopied          bool
+	connCopied, tombsCopied  bool
 }
 
-func newBuilder(base *Snapshot) *builder {
+func newBuilder(base *Snapshot, now time.Time) *builder {
 	next := *base
-	return &builder{s: &next, vms: writer(base.vms), byName: writer(base.byName), byAddr: writer(base.byAddr)}
+	return &builder{s: &next, now: now, vms: writer(base.vms), byName: writer(base.byName), byAddr: writer(base.byAddr)}
 }
 
 // ownBuilder changes s in place: s must not be published yet.
-func ownBuilder(s *Snapshot) *builder {
-	return &builder{s: s, vms: ownWriter(s.vms), byName: ownWriter(s.byName), byAddr: ownWriter(s.byAddr),
-		hostsCopied: true, poolsCopied: true, connectedCopied: true}
+func ownBuilder(s *Snapshot, now time.Time) *builder {
+	return &builder{s: s, now: now, vms: ownWriter(s.vms), byName: ownWriter(s.byName), byAddr: ownWriter(s.byAddr),
+		hostsCopied: true, poolsCopied: true, connCopied: true, tombsCopied: true}
 }
 
-// done returns the next snapshot.
+// done returns the next snapshot, without the tombstones older than the settle time.
 func (b *builder) done() *Snapshot {
 	b.s.vms, b.s.byName, b.s.byAddr = b.vms.m, b.byName.m, b.byAddr.m
+	settle := b.s.inv.opts.SettleTime
+	expired := func(m map[string]time.Time) bool {
+		for _, at := range m {
+			if b.now.Sub(at) >= settle {
+				return true
+			}
+		}
+		return false
+	}
+	if expired(b.s.tombs) || expired(b.s.removed) {
+		b.copyTombs()
+		maps.DeleteFunc(b.s.tombs, func(_ string, at time.Time) bool { return b.now.Sub(at) >= settle })
+		maps.DeleteFunc(b.s.removed, func(_ string, at time.Time) bool { return b.now.Sub(at) >= settle })
+	}
 	return b.s
 }
 
-// putVM adds, replaces (vm non-nil) or removes (vm nil) the VM with this id.
+func (b *builder) copyTombs() {
+	if !b.tombsCopied {
+		b.s.tombs, b.s.removed = maps.Clone(b.s.tombs), maps.Clone(b.s.removed)
+		b.tombsCopied = true
+	}
+}
+
+// putVM adds, replaces (vm non-nil) or removes (vm nil) the VM with this id. A removed VM
+// leaves a tombstone, with its name and addresses (see RemovedRecently).
 func (b *builder) putVM(id string, vm *xo.VM) {
-	if old := b.vms.get(id); old != nil {
+	old := b.vms.get(id)
+	if old != nil {
 		unindex(b.byName, old.NameLabel, id)
 		for _, a := range vmAddresses(old) {
 			unindex(b.byAddr, a, id)
 		}
 	}
 	if vm == nil {
-		b.vms.delete(id)
+		if old != nil {
+			b.vms.delete(id)
+			b.bury(old)
+		}
 		return
+	}
+	if _, ok := b.s.tombs[id]; ok {
+		b.copyTombs()
+		delete(b.s.tombs, id)
 	}
 	b.vms.set(id, vm)
 	index(b.byName, vm.NameLabel, vm)
 	for _, a := range vmAddresses(vm) {
 		index(b.byAddr, a, vm)
+	}
+}
+
+// bury records that vm left the inventory now.
+func (b *builder) bury(vm *xo.VM) {
+	b.copyTombs()
+	b.s.tombs[vm.ID] = b.now
+	b.s.removed[vm.NameLabel] = b.now
+	for _, a := range vmAddresses(vm) {
+		b.s.removed[a] = b.now
 	}
 }
 
@@ -184,48 +329,90 @@ func unindex(w *shardedWriter[[]*xo.VM], k, id string) {
 	w.set(k, next)
 }
 
+// count adds d to the count of name in m, dropping it at zero.
+func count(m map[string]int, name string, d int) {
+	if m[name]+d <= 0 {
+		delete(m, name)
+		return
+	}
+	m[name] += d
+}
+
 func (b *builder) putHost(id string, h *xo.Host) {
 	if !b.hostsCopied {
-		b.s.hosts = maps.Clone(b.s.hosts)
+		b.s.hosts, b.s.hostNames = maps.Clone(b.s.hosts), maps.Clone(b.s.hostNames)
 		b.hostsCopied = true
+	}
+	if old := b.s.hosts[id]; old != nil {
+		count(b.s.hostNames, old.NameLabel, -1)
 	}
 	if h == nil {
 		delete(b.s.hosts, id)
-	} else {
-		b.s.hosts[id] = h
+		return
 	}
+	b.s.hosts[id] = h
+	count(b.s.hostNames, h.NameLabel, 1)
 }
 
 func (b *builder) putPool(id string, p *xo.Pool) {
 	if !b.poolsCopied {
-		b.s.pools = maps.Clone(b.s.pools)
+		b.s.pools, b.s.poolNames = maps.Clone(b.s.pools), maps.Clone(b.s.poolNames)
 		b.poolsCopied = true
+	}
+	if old := b.s.pools[id]; old != nil {
+		count(b.s.poolNames, old.NameLabel, -1)
 	}
 	if p == nil {
 		delete(b.s.pools, id)
-	} else {
-		b.s.pools[id] = p
+		return
 	}
+	b.s.pools[id] = p
+	count(b.s.poolNames, p.NameLabel, 1)
 }
 
-// setConnected records whether XO holds a connected server for the pool.
-func (b *builder) setConnected(poolID string, ok bool) {
-	if !b.connectedCopied {
-		b.s.connected = maps.Clone(b.s.connected)
-		b.connectedCopied = true
+// disconnect records that XO lost the pool: it is neither connected nor trusted until a
+// listing sees it connected again and the settle time has passed.
+func (b *builder) disconnect(poolID string) {
+	if _, ok := b.s.conn[poolID]; !ok {
+		return
 	}
-	b.s.connected[poolID] = ok
-	if !ok {
-		b.s.allConnected = false
+	if !b.connCopied {
+		b.s.conn = maps.Clone(b.s.conn)
+		b.connCopied = true
 	}
+	delete(b.s.conn, poolID)
 }
 
-// fromListing builds a whole snapshot from a complete listing.
-func fromListing(inv *Inventory, l *listing, at time.Time) *Snapshot {
+// scope is the set of pools an XO server's inventory keeps: nil means every pool.
+type scope struct {
+	ids map[string]bool
+	// list holds the ids, sorted; unresolved the entries no pool matched (names never seen).
+	list       []string
+	unresolved []string
+}
+
+// has reports whether the pool is in scope (always, without a scope).
+func (sc *scope) has(poolID string) bool { return sc == nil || sc.ids[lower(poolID)] }
+
+// filter returns the XO filter that lists only the scope's objects: "" without a scope.
+func (sc *scope) filter() string {
+	if sc == nil {
+		return ""
+	}
+	return xo.PoolFilter(sc.list)
+}
+
+// fromListing builds a whole snapshot from a complete listing that started at start and
+// ended at at, carrying over from old the connection times and the tombstones.
+func fromListing(inv *Inventory, l *listing, sc *scope, old *Snapshot, start, at time.Time) *Snapshot {
 	s := &Snapshot{
 		hosts:     make(map[string]*xo.Host, len(l.hosts)),
 		pools:     make(map[string]*xo.Pool, len(l.pools)),
-		connected: make(map[string]bool, len(l.servers)),
+		conn:      make(map[string]poolConn, len(l.pools)),
+		hostNames: make(map[string]int, len(l.hosts)),
+		poolNames: make(map[string]int, len(l.pools)),
+		tombs:     make(map[string]time.Time, len(old.tombs)),
+		removed:   make(map[string]time.Time, len(old.removed)),
 		listedAt:  at,
 		inv:       inv,
 	}
@@ -240,19 +427,79 @@ func fromListing(inv *Inventory, l *listing, at time.Time) *Snapshot {
 	s.vms, s.byName, s.byAddr = vms.m, byName.m, byAddr.m
 	for _, h := range l.hosts {
 		s.hosts[h.ID] = h
+		count(s.hostNames, h.NameLabel, 1)
 	}
 	for _, p := range l.pools {
 		s.pools[p.ID] = p
+		count(s.poolNames, p.NameLabel, 1)
 	}
-	s.allConnected = true
+
+	// Connections: only enabled server entries count; a disabled one is not connected by XO.
+	s.countedOK = true
 	for _, sv := range l.servers {
-		ok := sv.Status == xo.ServerConnected
-		if !ok {
-			s.allConnected = false
+		if !sv.IsEnabled() {
+			continue
 		}
-		if sv.PoolID != "" {
-			s.connected[lower(sv.PoolID)] = s.connected[lower(sv.PoolID)] || ok
+		id := lower(sv.PoolID)
+		if sv.Status != xo.ServerConnected || id == "" {
+			// XO shows no pool for a disconnected server: without a scope, it may be any pool.
+			s.countedOK = s.countedOK && sc != nil
+			continue
+		}
+		if !sc.has(id) {
+			continue
+		}
+		if sc == nil {
+			s.counted = append(s.counted, id)
+		}
+		c := old.conn[id]
+		if c.since.IsZero() {
+			c.since = start
+		}
+		if c.trusted.IsZero() && s.pools[id] != nil && !start.Before(c.since.Add(inv.opts.SettleTime)) {
+			c.trusted = start
+		}
+		s.conn[id] = c
+	}
+	if sc != nil {
+		s.counted = sc.list
+		s.countedOK = len(sc.unresolved) == 0
+	}
+
+	// Tombstones: those still absent, and the VMs the listing no longer has.
+	maps.Copy(s.removed, old.removed)
+	for id, t := range old.tombs {
+		if s.vms.get(id) == nil {
+			s.tombs[id] = t
 		}
 	}
-	return s
+	b := ownBuilder(s, at)
+	for id, vm := range old.vms.all() {
+		if s.vms.get(id) == nil {
+			if _, ok := s.tombs[id]; !ok {
+				b.bury(vm)
+			}
+		}
+	}
+	return b.done()
+}
+
+// hostIDByName returns the id of a host with this name ("" when none).
+func (s *Snapshot) hostIDByName(name string) string {
+	for id, h := range s.hosts {
+		if h.NameLabel == name {
+			return id
+		}
+	}
+	return ""
+}
+
+// poolIDByName returns the id of a pool with this name ("" when none).
+func (s *Snapshot) poolIDByName(name string) string {
+	for id, p := range s.pools {
+		if p.NameLabel == name {
+			return id
+		}
+	}
+	return ""
 }

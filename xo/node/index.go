@@ -20,7 +20,18 @@ type Index interface {
 	Pool(id string) *xo.Pool
 	// PoolConnected reports whether XO has a connected server for this pool.
 	PoolConnected(poolID string) bool
-	// Complete reports whether every known pool is connected and the last refresh succeeded and
-	// is not stale: only then can the absence of a twin (same name, same address) be trusted.
+	// Complete reports whether every pool that counts is connected and settled and the last
+	// refresh succeeded and is not stale: only then can the absence of a twin (same name, same
+	// address) be trusted.
 	Complete() bool
+	// RemovedRecently reports whether a VM with this name or address (canonical form) left the
+	// inventory less than the settle time ago: XO drops a lost pool's VMs one by one before the
+	// pool itself, so a twin may be gone for that reason only.
+	RemovedRecently(key string) bool
+	// Region returns the region configured for the XO server serving the pool ("" when none).
+	Region(poolID string) string
+	// HostNameShared and PoolNameShared report whether a host (pool) other than id has this
+	// name.
+	HostNameShared(name, id string) bool
+	PoolNameShared(name, id string) bool
 }

@@ -16,6 +16,8 @@ type testIndex struct {
 	pools      map[string]*xo.Pool
 	connected  map[string]bool
 	incomplete bool
+	removed    map[string]bool
+	regions    map[string]string
 }
 
 var _ Index = (*testIndex)(nil)
@@ -57,7 +59,39 @@ func (x *testIndex) addVM(vm *xo.VM) {
 func (x *testIndex) VM(id string) *xo.VM              { return x.vms[id] }
 func (x *testIndex) VMsByName(name string) []*xo.VM   { return x.byName[name] }
 func (x *testIndex) VMsByAddress(ip string) []*xo.VM  { return x.byAddress[ip] }
-func (x *testIndex) Host(id string) *xo.Host          { return x.hosts[id] }
-func (x *testIndex) Pool(id string) *xo.Pool          { return x.pools[id] }
+func (x *testIndex) Host(id string) *xo.Host          { return x.hosts[strings.ToLower(id)] }
+func (x *testIndex) Pool(id string) *xo.Pool          { return x.pools[strings.ToLower(id)] }
 func (x *testIndex) PoolConnected(poolID string) bool { return x.connected[poolID] }
 func (x *testIndex) Complete() bool                   { return !x.incomplete }
+func (x *testIndex) RemovedRecently(key string) bool  { return x.removed[key] }
+func (x *testIndex) Region(poolID string) string      { return x.regions[poolID] }
+
+func (x *testIndex) HostNameShared(name, id string) bool {
+	for hid, h := range x.hosts {
+		if h.NameLabel == name && hid != id {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *testIndex) PoolNameShared(name, id string) bool {
+	for pid, p := range x.pools {
+		if p.NameLabel == name && pid != id {
+			return true
+		}
+	}
+	return false
+}
+
+// desiredFor is Desired for a VM on host in pool (either may be nil).
+func desiredFor(vm *xo.VM, host *xo.Host, pool *xo.Pool, current map[string]string, opts LabelOptions) DesiredState {
+	idx := newTestIndex()
+	if host != nil {
+		idx.hosts[strings.ToLower(host.ID)] = host
+	}
+	if pool != nil {
+		idx.pools[strings.ToLower(pool.ID)] = pool
+	}
+	return Desired(idx, vm, current, opts)
+}

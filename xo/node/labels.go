@@ -33,6 +33,21 @@ const (
 	AnnotationManagedTaints = "node.k8s.xenorchestra/managed-taints"
 )
 
+// AnnotationOutOfService records that the lifecycle controller put the out-of-service taint
+// on a Node, so that it only ever lifts a taint it added.
+const AnnotationOutOfService = "node.k8s.xenorchestra/out-of-service-taint"
+
+// Event reasons more than one component emits (the webhook and the controllers).
+const (
+	// ReasonVMNotResolved (Warning): no single VM could be tied to the Node.
+	ReasonVMNotResolved = "VMNotResolved"
+	// ReasonLabelRejected (Warning): a label or taint the VM implies was not set as such.
+	ReasonLabelRejected = "LabelRejected"
+	// ReasonLabelConflict (Warning): a VM tag asks for a label or taint someone else set with
+	// another value on a key the controller does not own; it was left alone.
+	ReasonLabelConflict = "LabelConflict"
+)
+
 // Taint keys the controllers manage.
 const (
 	// TaintUninitialized is put by a kubelet running with --cloud-provider=external, and
@@ -193,8 +208,27 @@ func SanitizeLabelValue(s string) (string, bool) {
 	return string(b[start:end]), true
 }
 
-// LabelOptions are the settings that govern labels and taints derived from VM tags.
+// Topology label sources (config `topology.region` and `topology.zone`).
+const (
+	// RegionPoolID writes the pool uuid as the region (the default, upstream-compatible).
+	RegionPoolID = "poolID"
+	// RegionPoolName writes the pool's name.
+	RegionPoolName = "poolName"
+	// RegionServer writes the region configured for the XO server serving the pool.
+	RegionServer = "server"
+	// ZoneHostID writes the host uuid as the zone (the default, upstream-compatible).
+	ZoneHostID = "hostID"
+	// ZoneHostName writes the host's name.
+	ZoneHostName = "hostName"
+)
+
+// LabelOptions are the settings that govern the labels a VM implies: the topology label
+// sources, and the labels and taints derived from VM tags.
 type LabelOptions struct {
+	// Region is RegionPoolID (also when empty), RegionPoolName or RegionServer.
+	Region string
+	// Zone is ZoneHostID (also when empty) or ZoneHostName.
+	Zone string
 	// TagLabelPrefixes lists the key prefixes a tag label may have (plain string prefixes,
 	// e.g. "example.com/"; "" allows every key that is not reserved). Empty: no tag labels.
 	TagLabelPrefixes []string
@@ -227,6 +261,9 @@ const (
 	ReasonInvalidEffect RejectReason = "invalid_effect"
 	// ReasonConflictingTags: several tags give the same key (and effect) different values.
 	ReasonConflictingTags RejectReason = "conflicting_tags"
+	// ReasonDuplicateName: a topology label set to names would merge two hosts or pools that
+	// share a name; the uuid is written instead.
+	ReasonDuplicateName RejectReason = "duplicate_name"
 )
 
 // Rejection kinds.
@@ -253,6 +290,9 @@ type Rejection struct {
 
 // String returns a one-line description, fit for an event message; outside text is quoted.
 func (r Rejection) String() string {
+	if r.Reason == ReasonDuplicateName {
+		return fmt.Sprintf("%s %q: the name %q is shared by another host or pool; the uuid is written instead", r.Kind, truncate(r.Key, maxEventValue), truncate(r.Value, maxEventValue))
+	}
 	return fmt.Sprintf("%s %q not set (%s): %q", r.Kind, truncate(r.Key, maxEventValue), r.Reason, truncate(r.Value, maxEventValue))
 }
 
@@ -278,12 +318,14 @@ func isRunning(vm *xo.VM) bool {
 // Desired computes the labels and taints a VM implies for its Node:
 //
 //   - instance type (see InstanceType), when known;
-//   - region and pool_id: the VM's pool uuid; pool_name_label: the pool name, sanitized (kept
-//     from current while the pool is unknown);
+//   - region: by opts.Region, the pool uuid (default), the pool name, or the region of the XO
+//     server serving the pool; pool_id: the pool uuid; pool_name_label: the pool name,
+//     sanitized (kept from current while the pool is unknown);
 //   - zone and host_id: the host uuid ($container) only while the VM is Running or Paused and
-//     host is that host; host_name_label its name, sanitized. Otherwise (a halted VM's
-//     $container is the pool uuid) the current values are kept, and a zone equal to the pool
-//     uuid is never written or kept;
+//     the host is known (the zone is the host name with opts.Zone ZoneHostName);
+//     host_name_label its name, sanitized. Otherwise (a halted VM's $container is the pool
+//     uuid) the current values are kept, and a zone equal to the pool uuid is never written or
+//     kept;
 //   - name_label: the VM name, sanitized;
 //   - original_host_id and original_pool_id: recorded once. The current value is kept when
 //     present; otherwise the first known value (the host_id/pool_id labels already on the
@@ -291,14 +333,16 @@ func isRunning(vm *xo.VM) bool {
 //   - labels and taints from VM tags (TagLabelPrefix, TagTaintPrefix), only for valid keys
 //     under opts' prefixes and outside the reserved namespaces (see IsReservedKey).
 //
-// host must be the host the VM runs on (idx.Host(vm.Container)), pool the VM's pool; either may
-// be nil when unknown. current is the Node's current labels (may be nil). Names that cannot be
-// made valid label values, and refused tags, are listed in Rejected.
-func Desired(vm *xo.VM, host *xo.Host, pool *xo.Pool, current map[string]string, opts LabelOptions) DesiredState {
+// The host, pool and server region come from idx. A name shared by two hosts (pools) is never
+// used as a zone (region): the uuid is written and the collision listed in Rejected, so that
+// two failure domains are never merged. current is the Node's current labels (may be nil).
+// Names that cannot be made valid label values, and refused tags, are listed in Rejected.
+func Desired(idx Index, vm *xo.VM, current map[string]string, opts LabelOptions) DesiredState {
 	d := DesiredState{Labels: make(map[string]string, 16)}
 	if vm == nil {
 		return d
 	}
+	host, pool := idx.Host(vm.Container), idx.Pool(vm.PoolID)
 	setID := func(key, id string) {
 		if id == "" {
 			return
@@ -321,6 +365,21 @@ func Desired(vm *xo.VM, host *xo.Host, pool *xo.Pool, current map[string]string,
 		}
 		d.Labels[key] = v
 	}
+	// setTopology writes a name as a topology label, or the uuid when another object has the
+	// same name (or the name cannot be a label value).
+	setTopology := func(key, name, id string, shared func(name, id string) bool) {
+		if shared(name, id) {
+			d.Rejected = append(d.Rejected, reject(KindLabel, key, name, ReasonDuplicateName))
+			setID(key, id)
+			return
+		}
+		if v, ok := SanitizeLabelValue(name); ok {
+			d.Labels[key] = v
+			return
+		}
+		d.Rejected = append(d.Rejected, reject(KindLabel, key, name, ReasonUnsanitizable))
+		setID(key, id)
+	}
 	poolID := strings.ToLower(vm.PoolID)
 	// keep carries a current label over, unless it is invalid or the pool uuid posing as a host.
 	keep := func(key string) {
@@ -332,9 +391,20 @@ func Desired(vm *xo.VM, host *xo.Host, pool *xo.Pool, current map[string]string,
 	if it := InstanceType(vm); it != "" {
 		d.Labels[LabelInstanceType] = it
 	}
-	setID(LabelRegion, poolID)
+	knownPool := pool != nil && (pool.ID == "" || strings.EqualFold(pool.ID, vm.PoolID))
+	switch {
+	case opts.Region == RegionServer && idx.Region(poolID) != "":
+		d.Labels[LabelRegion] = idx.Region(poolID)
+	case opts.Region == RegionPoolName && knownPool && pool.NameLabel != "":
+		setTopology(LabelRegion, pool.NameLabel, poolID, idx.PoolNameShared)
+	case (opts.Region == RegionPoolName || opts.Region == RegionServer) && validLabelValue(current[LabelRegion]):
+		// The name (or the server) is unknown for now: keep what the Node has.
+		d.Labels[LabelRegion] = current[LabelRegion]
+	default:
+		setID(LabelRegion, poolID)
+	}
 	setID(LabelPoolID, poolID)
-	if pool != nil && (pool.ID == "" || strings.EqualFold(pool.ID, vm.PoolID)) {
+	if knownPool {
 		setName(LabelPoolName, pool.NameLabel)
 	} else if v, ok := current[LabelPoolName]; ok && validLabelValue(v) {
 		d.Labels[LabelPoolName] = v
@@ -344,7 +414,11 @@ func Desired(vm *xo.VM, host *xo.Host, pool *xo.Pool, current map[string]string,
 	if isRunning(vm) && vm.Container != "" && host != nil && strings.EqualFold(host.ID, vm.Container) &&
 		!strings.EqualFold(vm.Container, vm.PoolID) {
 		hostID = strings.ToLower(vm.Container)
-		setID(LabelZone, hostID)
+		if opts.Zone == ZoneHostName && host.NameLabel != "" {
+			setTopology(LabelZone, host.NameLabel, hostID, idx.HostNameShared)
+		} else {
+			setID(LabelZone, hostID)
+		}
 		setID(LabelHostID, hostID)
 		setName(LabelHostName, host.NameLabel)
 	} else {

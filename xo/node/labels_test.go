@@ -297,7 +297,7 @@ func TestDesiredLabels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Desired(tt.vm, tt.host, tt.pool, tt.current, LabelOptions{})
+			d := desiredFor(tt.vm, tt.host, tt.pool, tt.current, LabelOptions{})
 			if !maps.Equal(d.Labels, tt.want) {
 				t.Fatalf("Labels:\n got %v\nwant %v", d.Labels, tt.want)
 			}
@@ -438,7 +438,7 @@ func TestDesiredTagLabels(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vm := runningVM()
 			vm.Tags = tt.tags
-			d := Desired(vm, host1, pool1, nil, LabelOptions{TagLabelPrefixes: tt.prefixes})
+			d := desiredFor(vm, host1, pool1, nil, LabelOptions{TagLabelPrefixes: tt.prefixes})
 			if got := tagLabelsOnly(d.Labels); !maps.Equal(got, tt.want) {
 				t.Fatalf("tag labels = %v, want %v", got, tt.want)
 			}
@@ -480,7 +480,7 @@ func TestDesiredTagTaints(t *testing.T) {
 		tn("example.com/dup=a:NoSchedule"), tn("example.com/dup=b:NoSchedule"),
 		TagLabelPrefix + "example.com/label-not-taint=x",
 	}
-	d := Desired(vm, host1, pool1, nil, LabelOptions{TagTaintPrefixes: []string{"example.com/", "node."}})
+	d := desiredFor(vm, host1, pool1, nil, LabelOptions{TagTaintPrefixes: []string{"example.com/", "node."}})
 	want := []corev1.Taint{
 		{Key: "example.com/dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
 		{Key: "example.com/dedicated", Value: "gpu", Effect: corev1.TaintEffectPreferNoSchedule},
@@ -524,9 +524,9 @@ func TestDesiredIsDeterministic(t *testing.T) {
 		vm.Tags = append(vm.Tags, TagTaintPrefix+"example.com/t"+strings.Repeat("x", i)+":NoSchedule", TagLabelPrefix+"bad key "+strings.Repeat("y", i))
 	}
 	opts := LabelOptions{TagLabelPrefixes: []string{""}, TagTaintPrefixes: []string{""}}
-	first := Desired(vm, host1, pool1, nil, opts)
+	first := desiredFor(vm, host1, pool1, nil, opts)
 	for i := 0; i < 10; i++ {
-		again := Desired(vm, host1, pool1, nil, opts)
+		again := desiredFor(vm, host1, pool1, nil, opts)
 		if len(again.Taints) != len(first.Taints) || len(again.Rejected) != len(first.Rejected) {
 			t.Fatal("lengths differ between runs")
 		}
@@ -555,7 +555,7 @@ func FuzzTagLabels(f *testing.F) {
 		vm.NameLabel = name
 		vm.Tags = []string{TagLabelPrefix + tag, TagTaintPrefix + tag, tag}
 		for _, prefixes := range [][]string{{""}, {prefix}} {
-			d := Desired(vm, &xo.Host{ID: hostA, NameLabel: name}, &xo.Pool{ID: poolA, NameLabel: name}, nil,
+			d := desiredFor(vm, &xo.Host{ID: hostA, NameLabel: name}, &xo.Pool{ID: poolA, NameLabel: name}, nil,
 				LabelOptions{TagLabelPrefixes: prefixes, TagTaintPrefixes: prefixes})
 			assertValidLabels(t, d)
 			for k := range tagLabelsOnly(d.Labels) {
@@ -582,7 +582,7 @@ func BenchmarkDesired(b *testing.B) {
 	current := map[string]string{"kubernetes.io/hostname": "n1"}
 	b.ReportAllocs()
 	for b.Loop() {
-		Desired(vm, host1, pool1, current, opts)
+		desiredFor(vm, host1, pool1, current, opts)
 	}
 }
 

@@ -128,7 +128,7 @@ const (
 	msgNameAmbiguous     = "several VMs have the node's name as name_label"
 	msgAddressMatch      = "a node address belongs to this VM only"
 	msgAddressAmbiguous  = "the node's addresses belong to several VMs"
-	msgIncompleteMatch   = "a VM matches by name or address, but the inventory is incomplete (a pool is disconnected or the last refresh failed), so the match is not trusted"
+	msgIncompleteMatch   = "a VM matches by name or address, but the inventory is incomplete (a pool is disconnected or settling, a VM with that name or address just left, or the last refresh failed), so the match is not trusted"
 	msgIncompleteNone    = "no VM matches, but the inventory is incomplete (a pool is disconnected or the last refresh failed)"
 	msgNotFound          = "no VM matches the node's providerID, systemUUID, name or addresses"
 )
@@ -213,18 +213,18 @@ func Resolve(idx Index, n *corev1.Node) Result {
 		case len(vms) > 1:
 			return Result{Method: MethodName, Outcome: OutcomeAmbiguous, Candidates: len(vms), Message: msgNameAmbiguous}
 		case len(vms) == 1 && vms[0] != nil:
-			if !complete {
+			if !complete || idx.RemovedRecently(n.Name) {
 				return Result{Method: MethodName, Outcome: OutcomeIncomplete, Candidates: 1, Message: msgIncompleteMatch}
 			}
 			return Result{VM: vms[0], Method: MethodName, Outcome: OutcomeMatched, Candidates: 1, Message: msgNameMatch}
 		}
 	}
 
-	vm, count := resolveAddresses(idx, n)
+	vm, count, removed := resolveAddresses(idx, n)
 	switch {
 	case count > 1:
 		return Result{Method: MethodAddress, Outcome: OutcomeAmbiguous, Candidates: count, Message: msgAddressAmbiguous}
-	case count == 1 && !complete:
+	case count == 1 && (!complete || removed):
 		return Result{Method: MethodAddress, Outcome: OutcomeIncomplete, Candidates: 1, Message: msgIncompleteMatch}
 	case count == 1:
 		return Result{VM: vm, Method: MethodAddress, Outcome: OutcomeMatched, Candidates: 1, Message: msgAddressMatch}
@@ -258,13 +258,16 @@ func resolveSystemUUID(idx Index, systemUUID string) (Result, bool) {
 }
 
 // resolveAddresses is step 4 of Resolve: it returns the single VM owning any of the node's
-// addresses and the number of distinct VMs found (the VM is meaningful only when it is 1).
-func resolveAddresses(idx Index, n *corev1.Node) (*xo.VM, int) {
+// addresses, the number of distinct VMs found (the VM is meaningful only when it is 1), and
+// whether a VM that had one of the addresses left the inventory recently.
+func resolveAddresses(idx Index, n *corev1.Node) (*xo.VM, int, bool) {
 	var (
-		first *xo.VM
-		extra []string // ids of further distinct VMs, allocated only on ambiguity
+		first   *xo.VM
+		extra   []string // ids of further distinct VMs, allocated only on ambiguity
+		removed bool
 	)
 	add := func(ip string) {
+		removed = removed || idx.RemovedRecently(ip)
 		for _, vm := range idx.VMsByAddress(ip) {
 			switch {
 			case vm == nil:
@@ -296,9 +299,9 @@ func resolveAddresses(idx Index, n *corev1.Node) (*xo.VM, int) {
 		}
 	})
 	if first == nil {
-		return nil, 0
+		return nil, 0, removed
 	}
-	return first, 1 + len(extra)
+	return first, 1 + len(extra), removed
 }
 
 // matchableIP returns the canonical form of an address worth matching on: not loopback,

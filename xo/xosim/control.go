@@ -7,10 +7,11 @@ import (
 	"slices"
 )
 
-// The control API changes the simulated inventory. Every method is atomic: it validates first
-// and changes nothing on error. Changes to objects of connected pools are sent to the event
-// streams' subscribers as XO sends them (add, update, remove); changes to objects of
-// disconnected pools are invisible until the pool reconnects.
+// The control API changes the simulated inventory. Every method is atomic (except the
+// connection methods that go through XO's steps, see connection.go): it validates first and
+// changes nothing on error. Changes to objects XO holds are sent to the event streams'
+// subscribers as XO sends them (add, update, remove); changes to objects of disconnected pools
+// are invisible until the pool reconnects.
 
 // ErrNotFound is returned (wrapped) by control methods for an unknown id.
 var ErrNotFound = errors.New("not found")
@@ -64,7 +65,9 @@ func (s *Server) AddPool(spec PoolSpec) (string, error) {
 			}
 		}
 		t.touch(collPool, spec.ID)
-		st.pools[spec.ID] = &poolState{spec: spec, connected: !spec.Disconnected, created: s.unix(), hosts: map[string]struct{}{}}
+		connected := !spec.Disconnected && !spec.ServerDisabled
+		st.pools[spec.ID] = &poolState{spec: spec, connected: connected, loaded: connected, allVMs: connected,
+			created: s.unix(), hosts: map[string]struct{}{}}
 		st.appendOrder(collPool, spec.ID)
 		return nil
 	})
@@ -74,9 +77,9 @@ func (s *Server) AddPool(spec PoolSpec) (string, error) {
 	return spec.ID, nil
 }
 
-// UpdatePool changes a pool's spec with fn (ID and ServerID cannot change; Disconnected is
-// ignored: use DisconnectPool and ReconnectPool). fn runs under the simulator's lock and must
-// not call the Server.
+// UpdatePool changes a pool's spec with fn (ID and ServerID cannot change; Disconnected and
+// ServerDisabled are ignored: use DisconnectPool, ReconnectPool and SetServerEnabled). fn runs
+// under the simulator's lock and must not call the Server.
 func (s *Server) UpdatePool(id string, fn func(*PoolSpec)) error {
 	return s.mutate(func(t *txn) error {
 		p := t.st.pools[id]
@@ -85,7 +88,7 @@ func (s *Server) UpdatePool(id string, fn func(*PoolSpec)) error {
 		}
 		spec := clonePoolSpec(p.spec)
 		fn(&spec)
-		spec.ID, spec.ServerID, spec.Disconnected = p.spec.ID, p.spec.ServerID, !p.connected
+		spec.ID, spec.ServerID, spec.Disconnected, spec.ServerDisabled = p.spec.ID, p.spec.ServerID, !p.connected, p.spec.ServerDisabled
 		if err := spec.normalize(); err != nil {
 			return fmt.Errorf("update pool: %w", err)
 		}
@@ -121,41 +124,6 @@ func (s *Server) RemovePool(id string) error {
 		delete(st.pools, id)
 		return nil
 	})
-}
-
-// DisconnectPool simulates XO losing its connection to a pool: XO drops every object of the
-// pool (remove events for its VMs, hosts and the pool), single GETs answer "no such ...", and
-// the pool's /servers entry shows status "disconnected" (without poolId, as XO shows it).
-func (s *Server) DisconnectPool(id string) error {
-	return s.setConnected(id, false)
-}
-
-// ReconnectPool brings a disconnected pool back: its objects reappear (add events) with
-// whatever changes were made while it was disconnected, and the server shows "connected".
-func (s *Server) ReconnectPool(id string) error {
-	return s.setConnected(id, true)
-}
-
-func (s *Server) setConnected(id string, connected bool) error {
-	return s.mutate(func(t *txn) error {
-		p := t.st.pools[id]
-		if p == nil {
-			return notFound("pool", id)
-		}
-		if p.connected == connected {
-			return nil
-		}
-		t.touchPoolContents(id)
-		p.connected = connected
-		return nil
-	})
-}
-
-// PoolConnected reports whether the pool exists and is connected.
-func (s *Server) PoolConnected(id string) bool {
-	s.st.mu.RLock()
-	defer s.st.mu.RUnlock()
-	return s.st.poolConnected(id)
 }
 
 // Pool returns a copy of a pool's spec.

@@ -257,7 +257,8 @@ func TestEventStreamPoolDisconnect(t *testing.T) {
 	if err := e.sim.ReconnectPool(poolB); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range wantRemoved {
+	// On reconnection the pool and its hosts come back before the VMs.
+	for _, w := range []string{wantRemoved[2], wantRemoved[1], wantRemoved[0]} {
 		if f := s.nextEvent(t, time.Second); f.event != "add" || f.data != w {
 			t.Errorf("got %+v, want add %s", f, w)
 		}

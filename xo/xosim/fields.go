@@ -27,6 +27,51 @@ func pick(obj any, fields []string) *ordObj {
 	return out
 }
 
+// picker writes collection entries for a fields parameter: XO's pick(object, fields) with the
+// href added last.
+type picker struct {
+	fields []string
+	// direct is set when every field is a distinct single key (no path syntax) other than
+	// "href": the entry is then written straight from the object, without building the picked
+	// object, which matters when listing 100,000 VMs.
+	direct bool
+}
+
+func newPicker(fields []string) *picker {
+	seen := make(map[string]bool, len(fields))
+	direct := true
+	for _, f := range fields {
+		if isDeepProp(f) || f == "href" || seen[f] {
+			direct = false
+		}
+		seen[f] = true
+	}
+	return &picker{fields: fields, direct: direct}
+}
+
+// appendEntry appends the entry of obj to dst.
+func (pk *picker) appendEntry(dst []byte, obj map[string]any, href string) []byte {
+	if !pk.direct {
+		out := pick(obj, pk.fields)
+		out.set("href", href)
+		return appendJSON(dst, out)
+	}
+	dst = append(dst, '{')
+	for _, f := range pk.fields {
+		v, ok := obj[f]
+		if _, undef := v.(undefinedT); !ok || undef {
+			continue
+		}
+		dst = appendString(dst, f)
+		dst = append(dst, ':')
+		dst = appendJSON(dst, v)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"href":`...)
+	dst = appendString(dst, href)
+	return append(dst, '}')
+}
+
 // castPath is lodash's castPath: a field that names a property of obj as is, or contains no
 // path syntax, is a single key; otherwise it is parsed with stringToPath.
 func castPath(f string, obj any) []string {

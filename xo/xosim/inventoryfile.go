@@ -18,7 +18,7 @@ import (
 //	{"pools": [{
 //	  "name": "dc1", "id": "<uuid, optional>", "description": "", "tags": [],
 //	  "disconnected": false,
-//	  "server": {"id": "<uuid>", "label": "dc1", "host": "192.0.2.10"},
+//	  "server": {"id": "<uuid>", "label": "dc1", "host": "192.0.2.10", "disabled": false},
 //	  "hosts": [{"name": "xcp-1", "address": "192.0.2.11", "cores": 16, "sockets": 2,
 //	             "memory": "256GiB", "powerState": "Running", "disabled": false}],
 //	  "vms": [{"name": "k8s-cp-1", "host": "xcp-1", "powerState": "Running",
@@ -27,7 +27,8 @@ import (
 //	}]}
 //
 // Objects without an id get a stable name-based one, so the same file gives the same ids on
-// every run. A VM's host is a host name or id of its pool.
+// every run, and two simulators loading it hold the same pools (as two XO instances connected
+// to the same pools do). A VM's host is a host name or id of its pool.
 
 // Inventory is a parsed inventory file.
 type Inventory struct {
@@ -47,11 +48,13 @@ type InventoryPool struct {
 	VMs          []InventoryVM     `json:"vms,omitempty"`
 }
 
-// InventoryServer is XO's connection to a pool (/rest/v0/servers).
+// InventoryServer is XO's connection to a pool (/rest/v0/servers). A disabled entry shows
+// "enabled": false and its pool disconnected.
 type InventoryServer struct {
-	ID    string `json:"id,omitempty"`
-	Label string `json:"label,omitempty"`
-	Host  string `json:"host,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Label    string `json:"label,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Disabled bool   `json:"disabled,omitempty"`
 }
 
 // InventoryHost is a host of an inventory file.
@@ -151,7 +154,7 @@ func (b *ByteSize) UnmarshalJSON(data []byte) error {
 var (
 	inventoryKeys = []string{"pools"}
 	poolKeys      = []string{"id", "name", "description", "tags", "otherConfig", "disconnected", "server", "hosts", "vms"}
-	serverKeys    = []string{"id", "label", "host"}
+	serverKeys    = []string{"id", "label", "host", "disabled"}
 	hostKeys      = []string{"id", "name", "description", "hostname", "address", "powerState", "disabled", "cores", "sockets", "memory", "productBrand", "version", "tags"}
 	vmKeys        = []string{"id", "name", "description", "host", "powerState", "cpus", "cpusMax", "coresPerSocket", "memory", "tags", "ips", "addresses", "osVersion", "firmware", "virtualizationMode", "other"}
 )
@@ -341,6 +344,7 @@ func (inv *Inventory) Apply(s *Server) error {
 		}
 		if p.Server != nil {
 			ps.ServerID, ps.ServerLabel, ps.ServerHost = p.Server.ID, p.Server.Label, p.Server.Host
+			ps.ServerDisabled = p.Server.Disabled
 		}
 		if _, err := s.AddPool(ps); err != nil {
 			return fmt.Errorf("inventory pool %q: %w", p.Name, err)

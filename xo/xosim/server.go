@@ -665,10 +665,12 @@ func (s *Server) serveCollection(rq *request, name string) {
 		return
 	}
 	href := BasePath + "/" + name + "/"
-	var fields []string
+	var pk *picker
 	if p.fields != nil && *p.fields != "*" {
-		fields = parseFields(*p.fields)
+		pk = newPicker(parseFields(*p.fields))
 	}
+	// scratch is reused to build entries, which are then copied at their exact size.
+	var scratch []byte
 	entry := func(o *object) []byte {
 		switch {
 		case p.fields == nil:
@@ -685,9 +687,8 @@ func (s *Server) serveCollection(rq *request, name string) {
 			return append(out, '}')
 		default:
 			return o.entry(href+"\x00"+*p.fields, func() []byte {
-				obj := pick(o.data, fields)
-				obj.set("href", href+o.id)
-				return appendJSON(nil, obj)
+				scratch = pk.appendEntry(scratch[:0], o.data, href+o.id)
+				return bytes.Clone(scratch)
 			})
 		}
 	}

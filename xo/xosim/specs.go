@@ -34,6 +34,9 @@ type PoolSpec struct {
 	ServerHost string
 	// Disconnected starts the pool disconnected (see Server.DisconnectPool).
 	Disconnected bool
+	// ServerDisabled starts the /servers entry disabled ("enabled": false), and so the pool
+	// disconnected (see Server.SetServerEnabled).
+	ServerDisabled bool
 	// Extra holds further top-level fields of the XO object; they override built ones.
 	Extra map[string]any
 }

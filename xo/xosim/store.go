@@ -68,12 +68,33 @@ func (o *object) json() []byte {
 	return b
 }
 
+// poolState is a pool and XO's connection to it. XO's view of the pool goes through stages
+// (see connection.go): connected is what the /servers entry shows; loaded means XO holds the
+// pool object and its hosts; allVMs that it holds every VM of the pool, otherwise only those in
+// shown. loaded implies connected and allVMs implies loaded.
 type poolState struct {
 	spec      PoolSpec
 	connected bool
-	created   float64
-	hosts     map[string]struct{}
-	obj       *object
+	loaded    bool
+	allVMs    bool
+	shown     map[string]struct{}
+	// pending lists VMs still to reveal during a staged reconnection, in insertion order.
+	pending []string
+	created float64
+	hosts   map[string]struct{}
+	obj     *object
+}
+
+// showsVM reports whether XO holds the pool's VM id.
+func (p *poolState) showsVM(id string) bool {
+	if !p.loaded {
+		return false
+	}
+	if p.allVMs {
+		return true
+	}
+	_, ok := p.shown[id]
+	return ok
 }
 
 type hostState struct {
@@ -115,46 +136,51 @@ type store struct {
 	order [numCollections][]string
 	// byRef maps _xapiRef to id, since XO's lookup also accepts an OpaqueRef.
 	byRef map[string]objKey
+	// residentOn maps a resident VM to the host whose resident set holds it.
+	residentOn map[string]string
 }
 
 func newStore() *store {
 	return &store{
-		pools: map[string]*poolState{},
-		hosts: map[string]*hostState{},
-		vms:   map[string]*vmState{},
-		byRef: map[string]objKey{},
+		pools:      map[string]*poolState{},
+		hosts:      map[string]*hostState{},
+		vms:        map[string]*vmState{},
+		byRef:      map[string]objKey{},
+		residentOn: map[string]string{},
 	}
 }
 
 func xapiRef(id string) string { return "OpaqueRef:" + nameUUID("xosim-ref", id) }
 
-// current returns the current object of a key whatever its visibility, and whether the object's
-// pool is connected.
+// current returns the current object of a key whatever its visibility, and whether XO holds it
+// (its pool is connected and the object loaded).
 func (st *store) current(k objKey) (*object, bool) {
 	switch k.coll {
 	case collVM:
 		if v := st.vms[k.id]; v != nil {
-			return v.obj, st.poolConnected(v.spec.PoolID)
+			p := st.pools[v.spec.PoolID]
+			return v.obj, p != nil && p.showsVM(k.id)
 		}
 	case collHost:
 		if h := st.hosts[k.id]; h != nil {
-			return h.obj, st.poolConnected(h.spec.PoolID)
+			return h.obj, st.poolLoaded(h.spec.PoolID)
 		}
 	case collPool:
 		if p := st.pools[k.id]; p != nil {
-			return p.obj, p.connected
+			return p.obj, p.loaded
 		}
 	}
 	return nil, false
 }
 
-func (st *store) poolConnected(id string) bool {
+// poolLoaded reports whether XO holds the pool object and its hosts.
+func (st *store) poolLoaded(id string) bool {
 	p := st.pools[id]
-	return p != nil && p.connected
+	return p != nil && p.loaded
 }
 
-// visible returns the object of a key as XO shows it: nil when missing or when its pool is
-// disconnected.
+// visible returns the object of a key as XO shows it: nil when missing or when XO does not
+// hold it (pool disconnected or still loading).
 func (st *store) visible(k objKey) *object {
 	o, ok := st.current(k)
 	if !ok {
@@ -257,17 +283,27 @@ func (t *txn) touch(coll collection, id string) {
 // touchPoolContents touches a pool, its hosts and its VMs (VMs first, then hosts, then the
 // pool, the order XO's events come in when a pool goes away).
 func (t *txn) touchPoolContents(poolID string) {
+	t.touchVMsOf(poolID)
+	t.touchHostsOf(poolID)
+	t.touch(collPool, poolID)
+}
+
+// touchVMsOf touches the VMs of a pool in insertion order.
+func (t *txn) touchVMsOf(poolID string) {
 	for _, id := range t.st.order[collVM] {
 		if v := t.st.vms[id]; v != nil && v.spec.PoolID == poolID {
 			t.touch(collVM, id)
 		}
 	}
+}
+
+// touchHostsOf touches the hosts of a pool in insertion order.
+func (t *txn) touchHostsOf(poolID string) {
 	for _, id := range t.st.order[collHost] {
 		if h := t.st.hosts[id]; h != nil && h.spec.PoolID == poolID {
 			t.touch(collHost, id)
 		}
 	}
-	t.touch(collPool, poolID)
 }
 
 // commit rebuilds the touched objects and returns the visible changes in touch order.
@@ -323,19 +359,19 @@ func (st *store) reindexVM(t *txn, id string) {
 	if v != nil && resident(v.spec.PowerState) {
 		newHost = v.spec.HostID
 	}
-	for hid, h := range st.hosts {
-		if _, ok := h.resident[id]; ok && hid != newHost {
-			t.touch(collHost, hid)
-			delete(h.resident, id)
-		}
+	old := st.residentOn[id]
+	if old == newHost {
+		return
 	}
-	if newHost != "" {
-		if h := st.hosts[newHost]; h != nil {
-			if _, ok := h.resident[id]; !ok {
-				t.touch(collHost, newHost)
-				h.resident[id] = struct{}{}
-			}
-		}
+	if h := st.hosts[old]; h != nil {
+		t.touch(collHost, old)
+		delete(h.resident, id)
+	}
+	delete(st.residentOn, id)
+	if h := st.hosts[newHost]; h != nil {
+		t.touch(collHost, newHost)
+		h.resident[id] = struct{}{}
+		st.residentOn[id] = newHost
 	}
 }
 
@@ -688,7 +724,7 @@ func (st *store) buildServer(p *poolState) map[string]any {
 		"username":            "root",
 		"allowUnauthorized":   false,
 		"readOnly":            false,
-		"enabled":             true,
+		"enabled":             !s.ServerDisabled,
 		"status":              status,
 		"poolNameLabel":       s.NameLabel,
 		"poolNameDescription": s.NameDescription,

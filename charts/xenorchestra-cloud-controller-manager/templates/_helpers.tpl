@@ -127,23 +127,219 @@ config.yaml
 /etc/xenorchestra-cloud-controller-manager/tls
 {{- end -}}
 
+
 {{/*
-xoccm.validate fails the render on combinations that cannot work, with a message saying what to
-change. Included once, from the Deployment.
+xoccm.hostNetwork is "true" when hostNetwork or its upstream alias useHostNetwork is set.
+*/}}
+{{- define "xoccm.hostNetwork" -}}
+{{- if or .Values.hostNetwork .Values.useHostNetwork }}true{{ else }}false{{ end -}}
+{{- end -}}
+
+{{/*
+xoccm.controllers is the --controllers value: controllers, or the upstream alias
+enabledControllers when it is set (xoccm.validate refuses both at once).
+*/}}
+{{- define "xoccm.controllers" -}}
+{{- if kindIs "slice" .Values.enabledControllers -}}
+{{- join "," .Values.enabledControllers -}}
+{{- else -}}
+{{- join "," .Values.controllers -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+xoccm.verbosity is the klog verbosity of the upstream chart, or "" when none is given: the last
+--v=N of extraArgs, else logVerbosityLevel (upstream passed --v=logVerbosityLevel first, then
+extraArgs, and klog keeps the last).
+*/}}
+{{- define "xoccm.verbosity" -}}
+{{- $v := "" -}}
+{{- if not (kindIs "invalid" .Values.logVerbosityLevel) -}}
+{{- $v = int .Values.logVerbosityLevel | toString -}}
+{{- end -}}
+{{- range .Values.extraArgs -}}
+{{- if regexMatch "^--?v=[0-9]+$" . -}}
+{{- $v = regexReplaceAll "^--?v=" . "" -}}
+{{- end -}}
+{{- end -}}
+{{- $v -}}
+{{- end -}}
+
+{{/*
+xoccm.logLevel is the --zap-log-level value: logLevel, or the upstream klog verbosity translated.
+The binary logs at two levels, info (klog 0 to 2: steady-state messages) and debug (klog 3 and
+more: every resolution and patch).
+*/}}
+{{- define "xoccm.logLevel" -}}
+{{- $v := include "xoccm.verbosity" . -}}
+{{- if eq $v "" -}}
+{{- .Values.logLevel -}}
+{{- else if ge (int $v) 3 -}}
+debug
+{{- else -}}
+info
+{{- end -}}
+{{- end -}}
+
+{{/*
+xoccm.extraArgs is extraArgs without the upstream --v=N flags, which xoccm.logLevel translates.
+Rendered as a YAML list.
+*/}}
+{{- define "xoccm.extraArgs" -}}
+{{- $out := list -}}
+{{- range .Values.extraArgs -}}
+{{- if not (regexMatch "^--?v=[0-9]+$" .) -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* xoccm.env is extraEnv followed by its upstream alias extraEnvs, as a YAML list. */}}
+{{- define "xoccm.env" -}}
+{{- concat (.Values.extraEnv | default list) (.Values.extraEnvs | default list) | toYaml -}}
+{{- end -}}
+
+{{/*
+xoccm.tolerations is tolerations, plus node.kubernetes.io/not-ready:NoSchedule with the host
+network. On a new cluster every Node is NotReady until a CNI runs, and the CNI often waits for
+initialized Nodes: only a pod in the host network can run before it (a pod-network pod gets no
+IP), so with hostNetwork the controller must tolerate not-ready to break that cycle. Rendered as
+a YAML list.
+*/}}
+{{- define "xoccm.tolerations" -}}
+{{- $out := .Values.tolerations | default list -}}
+{{- if eq (include "xoccm.hostNetwork" .) "true" -}}
+{{- $has := false -}}
+{{- range $out -}}
+{{- if and (eq (.key | default "") "node.kubernetes.io/not-ready") (has (.effect | default "") (list "" "NoSchedule")) -}}
+{{- $has = true -}}
+{{- end -}}
+{{- end -}}
+{{- if not $has -}}
+{{- $out = append $out (dict "key" "node.kubernetes.io/not-ready" "operator" "Exists" "effect" "NoSchedule") -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+xoccm.chartFlags maps each flag the chart sets from values to the value to use instead: such a
+flag in extraArgs would be given twice, and the binary keeps the last one silently.
+*/}}
+{{- define "xoccm.chartFlags" -}}
+config: config or existingConfigSecret
+controllers: controllers
+webhook: webhook.enabled
+webhook-port: webhook.port
+webhook-cert-dir: nothing (the serving certificate's Secret is mounted there)
+webhook-lookup-timeout: webhook.lookupTimeout
+metrics-bind-address: metrics.enabled and metrics.port
+health-probe-bind-address: healthProbe.port
+leader-elect: nothing (leader election is always on, so that replicas never act at once)
+leader-elect-namespace: nothing (the Lease is in the release namespace, where the chart's Role grants it)
+kube-api-qps: kubeAPI.qps
+kube-api-burst: kubeAPI.burst
+workers: workers
+zap-log-level: logLevel
+{{- end -}}
+
+{{/*
+xoccm.upstreamFlags maps flags of the upstream controller (vatesfr/xenorchestra-cloud-controller-manager,
+a k8s.io/cloud-provider binary) that this binary does not have to what to do instead; passed
+through, any of them would stop the binary at start-up. --v=N is translated (xoccm.logLevel).
+*/}}
+{{- define "xoccm.upstreamFlags" -}}
+v: use logLevel (--v=N with a number is translated to it)
+cloud-provider: remove it (this binary serves Xen Orchestra only)
+cloud-config: use config or existingConfigSecret (the chart passes --config)
+use-service-account-credentials: remove it (the controllers act as the chart's ServiceAccount)
+secure-port: use healthProbe.port and metrics.port (plain HTTP here)
+bind-address: use healthProbe.port and metrics.port (plain HTTP here)
+authorization-always-allow-paths: remove it (probes and metrics need no authorization here)
+authentication-skip-lookup: remove it (probes and metrics need no authentication here)
+authentication-kubeconfig: remove it (probes and metrics need no authentication here)
+authorization-kubeconfig: remove it (probes and metrics need no authorization here)
+leader-elect-resource-name: remove it (the Lease is xenorchestra-cloud-controller-manager in the release namespace)
+leader-elect-resource-namespace: remove it (the Lease is in the release namespace)
+leader-elect-resource-lock: remove it (the lock is always a Lease)
+cluster-name: remove it (no meaning here)
+node-status-update-frequency: remove it (Nodes follow XO events; the full re-check period is inventory.resyncPeriod in config)
+node-monitor-period: remove it (Nodes follow XO events; the full re-check period is inventory.resyncPeriod in config)
+concurrent-node-syncs: use workers
+configure-cloud-routes: remove it (no route controller here)
+allocate-node-cidrs: remove it (no route controller here)
+cluster-cidr: remove it (no route controller here)
+{{- end -}}
+
+{{/*
+xoccm.passFlags are the binary's flags extraArgs may pass (cmd/app.Options.AddFlags and
+controller-runtime's --kubeconfig, less the chart's own and those that exit at once); any other
+flag would stop the binary at start-up. charts/values_test.go keeps the three lists and the
+binary's flags in step.
+*/}}
+{{- define "xoccm.passFlags" -}}
+- webhook-host
+- profiling
+- leader-elect-lease-duration
+- leader-elect-renew-deadline
+- leader-elect-retry-period
+- zap-devel
+- zap-encoder
+- zap-stacktrace-level
+- zap-time-encoding
+- kubeconfig
+{{- end -}}
+
+{{/*
+xoccm.validate fails the render on combinations that cannot work, and on upstream values that
+have no meaning here, with a message saying what to change. Included once, from the Deployment.
 */}}
 {{- define "xoccm.validate" -}}
 {{- if and .Values.config .Values.existingConfigSecret -}}
 {{- fail "set either config or existingConfigSecret, not both" -}}
 {{- end -}}
-{{- range .Values.extraEnv -}}
+{{- range concat (.Values.extraEnv | default list) (.Values.extraEnvs | default list) -}}
 {{- if and (eq .name "XOA_TOKEN" "XOA_PASSWORD") (hasKey . "value") -}}
 {{- fail (printf "extraEnv %s has a plain value: take it from a Secret with valueFrom.secretKeyRef (or put token in config)" .name) -}}
 {{- end -}}
 {{- end -}}
+{{- $chartFlags := include "xoccm.chartFlags" . | fromYaml -}}
+{{- $upstreamFlags := include "xoccm.upstreamFlags" . | fromYaml -}}
+{{- $passFlags := include "xoccm.passFlags" . | fromYamlArray -}}
 {{- range .Values.extraArgs -}}
-{{- if regexMatch "^--?(config|webhook|webhook-port|webhook-cert-dir|metrics-bind-address|health-probe-bind-address|leader-elect|leader-elect-namespace)(=|$)" . -}}
-{{- fail (printf "extraArgs: %s is set by the chart; use the matching value instead" .) -}}
+{{- $name := regexReplaceAll "^--?([^=]*)(=.*)?$" . "${1}" -}}
+{{- if regexMatch "^--?v=[0-9]+$" . -}}
+{{- else if hasKey $chartFlags $name -}}
+{{- fail (printf "extraArgs: %s is set by the chart; use %s instead" . (get $chartFlags $name)) -}}
+{{- else if hasKey $upstreamFlags $name -}}
+{{- fail (printf "extraArgs: %s is a flag of the upstream controller, not of this one: %s" . (get $upstreamFlags $name)) -}}
+{{- else if has $name (list "check-config" "version" "help" "h") -}}
+{{- fail (printf "extraArgs: %s makes the binary exit at once, so the pod would restart forever" .) -}}
+{{- else if not (has $name $passFlags) -}}
+{{- fail (printf "extraArgs: %s is not a flag of this binary, which would stop at start-up (a flag and its value are one item: --flag=value); flags: docs/configuration.md#flags" .) -}}
 {{- end -}}
+{{- end -}}
+{{- if and (include "xoccm.verbosity" .) (ne (toString .Values.logLevel) "info") -}}
+{{- fail "set logLevel, or the upstream logVerbosityLevel (or --v in extraArgs), not both" -}}
+{{- end -}}
+{{- if and (kindIs "slice" .Values.enabledControllers) (ne (join "," .Values.controllers) "*") (ne (join "," .Values.controllers) (join "," .Values.enabledControllers)) -}}
+{{- fail "set controllers, or its upstream alias enabledControllers, not both" -}}
+{{- end -}}
+{{- if and (eq (include "xoccm.controllers" .) "") (not .Values.webhook.enabled) -}}
+{{- fail "controllers is empty and webhook.enabled is false: the pods would run nothing" -}}
+{{- end -}}
+{{- if .Values.useDaemonSet -}}
+{{- fail "useDaemonSet: this chart deploys a Deployment only (the controllers run on the Lease holder, the webhook on every replica); remove useDaemonSet and set replicaCount (2 or more), with nodeSelector and hostNetwork to place the pods as a DaemonSet did" -}}
+{{- end -}}
+{{- if and (not (kindIs "invalid" .Values.existingConfigSecretPath)) (not (has .Values.existingConfigSecretPath (list "config.yaml" .Values.existingConfigSecretKey))) -}}
+{{- fail "existingConfigSecretPath: remove it; the whole Secret is mounted and the file keeps its key's name (existingConfigSecretKey)" -}}
+{{- end -}}
+{{- if regexMatch "(^|/)vatesfr/xenorchestra-cloud-controller-manager$" .Values.image.repository -}}
+{{- fail (printf "image.repository %s is the upstream controller's image, which does not understand this chart's flags: remove image.repository (default ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager)" .Values.image.repository) -}}
+{{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled: there would be no metrics Service to scrape" -}}
 {{- end -}}
 {{- if and .Values.webhook.enabled .Values.metrics.enabled (eq (int .Values.webhook.port) (int .Values.metrics.port)) -}}
 {{- fail "webhook.port and metrics.port must differ" -}}

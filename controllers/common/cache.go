@@ -1,20 +1,20 @@
-package app
+package common
 
 import (
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// readAnnotations are the only annotations the controllers read; trimNode drops the others.
+// readAnnotations are the only annotations the controllers read; TrimNode drops the others.
 var readAnnotations = []string{
-	node.AnnotationManagedLabels, node.AnnotationManagedTaints, node.AnnotationProvidedNodeIP, lifecycle.AnnotationOutOfService,
+	node.AnnotationManagedLabels, node.AnnotationManagedTaints, node.AnnotationProvidedNodeIP, node.AnnotationOutOfService,
 }
 
-// trimNode keeps in the Node cache only what the controllers read: metadata (less managed
+// TrimNode is the manager cache's transform for Nodes (cache.Options.DefaultTransform): it
+// keeps in the Node cache only what the controllers read: metadata (less managed
 // fields and the annotations not in readAnnotations), spec, the addresses, the Ready condition
 // and the system uuid. Capacity, images, volumes, node info and the other conditions (most of a
 // Node's size) are dropped, and the strings many Nodes share (label keys and values, the
@@ -24,7 +24,7 @@ var readAnnotations = []string{
 // Patches are computed between two copies of the cached object (client.MergeFrom, a JSON
 // merge patch that replaces no list trimNode shortens), so a field absent from both is never
 // written: trimming cannot erase anything on the API server.
-func trimNode(obj any) (any, error) {
+func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil

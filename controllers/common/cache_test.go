@@ -1,4 +1,4 @@
-package app
+package common
 
 import (
 	"testing"
@@ -23,7 +23,7 @@ func TestTrimNodeKeepsWhatControllersRead(t *testing.T) {
 			Images:     []corev1.ContainerImage{{Names: []string{"x"}}},
 		},
 	}
-	out, err := trimNode(n)
+	out, err := TrimNode(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,354 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+)
+
+// Reader is the direct XO access beyond the inventory: a VM missing from it, and the double
+// checks before anything irreversible. *xo.Client implements it.
+type Reader interface {
+	GetVM(ctx context.Context, id string) (*xo.VM, error)
+	GetPool(ctx context.Context, id string) (*xo.Pool, error)
+	ListServers(ctx context.Context, fn func(*xo.Server)) error
+}
+
+// Member is one XO server of an Estate: its inventory and a client for direct reads.
+type Member struct {
+	Inventory *Inventory
+	XO        Reader
+}
+
+// Estate is every configured XO server, in configuration order. Each server has its own
+// inventory, event stream, relists and health; the Estate answers across them. When the same
+// pool is reachable through two servers, the first server (in configuration order) that has
+// it connected wins, so answers do not flap between copies.
+type Estate struct {
+	members []Member
+	// lookupTimeout bounds the direct reads of Find.
+	lookupTimeout time.Duration
+}
+
+// DefaultLookupTimeout bounds Find's direct reads when NewEstate is given no timeout.
+const DefaultLookupTimeout = time.Second
+
+// NewEstate returns the Estate of these servers; lookupTimeout bounds Find's direct reads
+// (0: DefaultLookupTimeout).
+func NewEstate(lookupTimeout time.Duration, members ...Member) *Estate {
+	if lookupTimeout <= 0 {
+		lookupTimeout = DefaultLookupTimeout
+	}
+	return &Estate{members: members, lookupTimeout: lookupTimeout}
+}
+
+// Members returns the servers, in configuration order.
+func (e *Estate) Members() []Member { return e.members }
+
+// AddHandler registers fn to be told of every change of every server (see
+// Inventory.AddHandler).
+func (e *Estate) AddHandler(fn func(Change)) {
+	for _, m := range e.members {
+		m.Inventory.AddHandler(fn)
+	}
+}
+
+// HasSynced reports whether at least one server has been listed.
+func (e *Estate) HasSynced() bool {
+	for _, m := range e.members {
+		if m.Inventory.HasSynced() {
+			return true
+		}
+	}
+	return false
+}
+
+// ReadyCheck is a healthz checker: ready once at least one server has been listed, so that a
+// server that is down at start-up does not keep the webhook from serving the others' Nodes.
+// Nodes of a server not listed yet resolve as incomplete and are finished by the controllers.
+func (e *Estate) ReadyCheck(_ any) error {
+	if e.HasSynced() {
+		return nil
+	}
+	names := make([]string, len(e.members))
+	for i, m := range e.members {
+		names[i] = m.Inventory.Name()
+	}
+	return fmt.Errorf("no XO server listed yet (%s)", strings.Join(names, ", "))
+}
+
+// LastError returns the last refresh error of any server, naming it; nil when every last
+// refresh succeeded.
+func (e *Estate) LastError() error {
+	var errs []error
+	for _, m := range e.members {
+		if err := m.Inventory.LastError(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// View returns the current snapshots of every server, taken at once.
+func (e *Estate) View() *View {
+	v := &View{snaps: make([]*Snapshot, len(e.members)), readers: make([]Reader, len(e.members))}
+	for i, m := range e.members {
+		v.snaps[i], v.readers[i] = m.Inventory.Snapshot(), m.XO
+	}
+	return v
+}
+
+var resolutionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "xenorchestra_node_resolutions_total",
+	Help: "Node-to-VM resolutions (webhook and cloud-node), by method and outcome; direct reads of XO for a VM missing from the inventory are counted with the method that named it.",
+}, []string{"method", "outcome"})
+
+func init() {
+	metrics.Registry.MustRegister(resolutionsTotal)
+	for _, m := range node.Methods() {
+		for _, o := range node.Outcomes() {
+			resolutionsTotal.WithLabelValues(m.String(), o.String())
+		}
+	}
+}
+
+// Find finds the VM behind a Node: in memory first (node.Resolve on the View), then, when the
+// Node names a VM uuid the inventory lacks (a VM created seconds ago), by one direct read of
+// every server, bounded by the Estate's lookup timeout. It returns the View it resolved
+// against (for Describe) and an error when XO could not answer the direct read; a VM XO does
+// not have is OutcomeNotFound, not an error.
+func (e *Estate) Find(ctx context.Context, n *corev1.Node) (node.Result, *View, error) {
+	v := e.View()
+	res := node.Resolve(v, n)
+	var err error
+	if res.Outcome == node.OutcomeNotFound || res.Outcome == node.OutcomeIncomplete {
+		var found node.Result
+		if found, err = e.read(ctx, v, n); found.VM != nil {
+			res = found
+		}
+	}
+	resolutionsTotal.WithLabelValues(res.Method.String(), res.Outcome.String()).Inc()
+	return res, v, err
+}
+
+// read asks every server for the VM uuids the Node names, at once.
+func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result, error) {
+	ids := node.CandidateUUIDs(n)
+	if len(ids) == 0 {
+		return node.Result{}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.lookupTimeout)
+	defer cancel()
+	type answer struct {
+		server, rank int
+		vm           *xo.VM
+		err          error
+	}
+	answers := make(chan answer, len(v.readers)*len(ids))
+	for s, r := range v.readers {
+		for rank, id := range ids {
+			go func() {
+				vm, err := r.GetVM(ctx, id)
+				answers <- answer{s, rank, vm, err}
+			}()
+		}
+	}
+	var best *answer
+	var errs []error
+	for range len(v.readers) * len(ids) {
+		a := <-answers
+		switch {
+		case a.err == nil && a.vm != nil:
+			// Deterministic: the raw uuid before the swapped one, then configuration order.
+			if best == nil || a.rank < best.rank || a.rank == best.rank && a.server < best.server {
+				best = &a
+			}
+		case a.err != nil && !xo.IsNotFound(a.err):
+			errs = append(errs, fmt.Errorf("%s: %w", v.snaps[a.server].Server(), a.err))
+		}
+	}
+	if best == nil {
+		return node.Result{}, errors.Join(errs...)
+	}
+	vm := best.vm
+	vm.ID = lower(vm.ID)
+	internVM(vm)
+	method := node.MethodSystemUUID
+	switch {
+	case n.Spec.ProviderID != "":
+		method = node.MethodProviderID
+	case best.rank > 0:
+		method = node.MethodSystemUUIDSwapped
+	}
+	return node.Result{VM: vm, Method: method, Outcome: node.OutcomeMatched, Candidates: 1, Message: "XO has the VM the node names by uuid; the inventory has not caught up yet"}, nil
+}
+
+// View is the snapshots of every server at one instant. It implements node.Index.
+type View struct {
+	snaps   []*Snapshot
+	readers []Reader
+}
+
+var _ node.Index = (*View)(nil)
+
+// VM returns the VM with this uuid: the copy of the first server that has its pool connected,
+// else the first copy.
+func (v *View) VM(id string) *xo.VM {
+	var first *xo.VM
+	for _, s := range v.snaps {
+		if vm := s.VM(id); vm != nil {
+			if s.PoolConnected(vm.PoolID) {
+				return vm
+			}
+			if first == nil {
+				first = vm
+			}
+		}
+	}
+	return first
+}
+
+// merged returns the VMs the servers give for one key, each VM once (the first copy).
+func (v *View) merged(get func(*Snapshot) []*xo.VM) []*xo.VM {
+	if len(v.snaps) == 1 {
+		return get(v.snaps[0])
+	}
+	var out []*xo.VM
+	for _, s := range v.snaps {
+		for _, vm := range get(s) {
+			if !slices.ContainsFunc(out, func(o *xo.VM) bool { return o.ID == vm.ID }) {
+				out = append(out, vm)
+			}
+		}
+	}
+	return out
+}
+
+// VMsByName returns the VMs whose name_label is exactly name.
+func (v *View) VMsByName(name string) []*xo.VM {
+	return v.merged(func(s *Snapshot) []*xo.VM { return s.VMsByName(name) })
+}
+
+// VMsByAddress returns the VMs reporting this address.
+func (v *View) VMsByAddress(ip string) []*xo.VM {
+	return v.merged(func(s *Snapshot) []*xo.VM { return s.VMsByAddress(ip) })
+}
+
+// Host returns the host with this uuid, or nil.
+func (v *View) Host(id string) *xo.Host {
+	for _, s := range v.snaps {
+		if h := s.Host(id); h != nil {
+			return h
+		}
+	}
+	return nil
+}
+
+// Pool returns the pool with this uuid, or nil.
+func (v *View) Pool(id string) *xo.Pool {
+	for _, s := range v.snaps {
+		if p := s.Pool(id); p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// PoolConnected reports whether a server with a current inventory has the pool connected and
+// trusted.
+func (v *View) PoolConnected(poolID string) bool {
+	return v.ForPool(poolID) != nil
+}
+
+// Complete reports whether every server's snapshot is complete.
+func (v *View) Complete() bool {
+	for _, s := range v.snaps {
+		if !s.Complete() {
+			return false
+		}
+	}
+	return true
+}
+
+// RemovedRecently reports whether a VM with this name or address left any server's inventory
+// less than the settle time ago.
+func (v *View) RemovedRecently(key string) bool {
+	for _, s := range v.snaps {
+		if s.RemovedRecently(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// Region returns the configured region of the server serving the pool ("" when none).
+func (v *View) Region(poolID string) string {
+	if s := v.ForPool(poolID); s != nil {
+		return s.ServerRegion()
+	}
+	for _, s := range v.snaps {
+		if s.Pool(poolID) != nil {
+			return s.ServerRegion()
+		}
+	}
+	return ""
+}
+
+// HostNameShared reports whether another host than id carries this name.
+func (v *View) HostNameShared(name, id string) bool {
+	return v.nameShared(name, id, func(s *Snapshot) (int, func(string) string) {
+		return s.HostNameCount(name), func(n string) string { return s.hostIDByName(n) }
+	})
+}
+
+// PoolNameShared reports whether another pool than id carries this name.
+func (v *View) PoolNameShared(name, id string) bool {
+	return v.nameShared(name, id, func(s *Snapshot) (int, func(string) string) {
+		return s.PoolNameCount(name), func(n string) string { return s.poolIDByName(n) }
+	})
+}
+
+func (v *View) nameShared(name, id string, counts func(*Snapshot) (int, func(string) string)) bool {
+	id = lower(id)
+	for _, s := range v.snaps {
+		c, idOf := counts(s)
+		switch {
+		case c > 1:
+			return true
+		case c == 1 && idOf(name) != id:
+			return true
+		}
+	}
+	return false
+}
+
+// ForPool returns the snapshot of the first server whose inventory is current and has the
+// pool connected and trusted, nil when none has.
+func (v *View) ForPool(poolID string) *Snapshot {
+	for _, s := range v.snaps {
+		if s.Fresh() && s.PoolConnected(poolID) {
+			return s
+		}
+	}
+	return nil
+}
+
+// ReaderFor returns the direct-read client of the server s comes from.
+func (v *View) ReaderFor(s *Snapshot) Reader {
+	for i, o := range v.snaps {
+		if o == s {
+			return v.readers[i]
+		}
+	}
+	return nil
+}

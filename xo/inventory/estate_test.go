@@ -1,0 +1,114 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+)
+
+// fakeReader answers direct reads from a map; err, when set, is every answer.
+type fakeReader struct {
+	vms   map[string]*xo.VM
+	err   error
+	calls atomic.Int32
+}
+
+func (r *fakeReader) GetVM(_ context.Context, id string) (*xo.VM, error) {
+	r.calls.Add(1)
+	if r.err != nil {
+		return nil, r.err
+	}
+	if vm, ok := r.vms[id]; ok {
+		c := *vm
+		return &c, nil
+	}
+	return nil, &xo.Error{Kind: xo.KindNotFound, Op: "get vm", Message: "no such VM " + id}
+}
+
+func (r *fakeReader) GetPool(context.Context, string) (*xo.Pool, error) { return nil, r.err }
+func (r *fakeReader) ListServers(context.Context, func(*xo.Server)) error {
+	return r.err
+}
+
+func member(t *testing.T, name string, src *fakeSource, clk *clocktesting.FakeClock, r Reader) Member {
+	t.Helper()
+	inv := New(src, Options{Name: name, Clock: clk, StaleAfter: time.Minute, SettleTime: testSettle})
+	settled(t, inv, clk)
+	return Member{Inventory: inv, XO: r}
+}
+
+func TestEstateSamePoolThroughTwoServers(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	first, second := source(), source()
+	second.vms[0].NameLabel = "renamed-copy" // a second XO that lags behind: never the answer
+	e := NewEstate(0, member(t, "a", first, clk, &fakeReader{}), member(t, "b", second, clk, &fakeReader{}))
+	v := e.View()
+	for range 3 {
+		if vm := v.VM(vm1); vm == nil || vm.NameLabel != "worker-1" {
+			t.Fatalf("VM = %+v, want the first server's copy", vm)
+		}
+	}
+	if got := v.VMsByName("worker-2"); len(got) != 1 {
+		t.Fatalf("one VM listed by two servers must count once, got %d", len(got))
+	}
+	if v.ForPool(poolA) == nil || !v.Complete() || v.HostNameShared("host-a", hostA) {
+		t.Fatal("two copies of one pool are one pool")
+	}
+	// The first server goes stale (no stream, no listing for longer than StaleAfter): the
+	// second one serves the pool.
+	clk.Step(2 * time.Minute)
+	_ = relist(t, e.Members()[1].Inventory)
+	if s := e.View().ForPool(poolA); s == nil || s.Server() != "b" {
+		t.Fatalf("ForPool after the first server went stale = %v", s)
+	}
+}
+
+func TestEstateNamesSharedAcrossServers(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	other := &fakeSource{
+		hosts:   []xo.Host{{ID: "c0ffee00-0000-4000-8000-0000000000b1", NameLabel: "host-a", PoolID: poolB}},
+		pools:   []xo.Pool{{ID: poolB, NameLabel: "pool-b"}},
+		servers: []xo.Server{{ID: "s2", PoolID: poolB, Status: xo.ServerConnected}},
+	}
+	e := NewEstate(0, member(t, "a", source(), clk, &fakeReader{}), member(t, "b", other, clk, &fakeReader{}))
+	v := e.View()
+	if !v.HostNameShared("host-a", hostA) {
+		t.Fatal("two hosts named host-a on two servers must be reported shared")
+	}
+	if v.PoolNameShared("pool-a", poolA) {
+		t.Fatal("pool-a is unique")
+	}
+}
+
+func TestEstateFindReadsEveryServer(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	const fresh = "c0ffee00-0000-4000-8000-00000000f00d"
+	down := &fakeReader{err: &xo.Error{Kind: xo.KindUnavailable, Op: "get vm"}}
+	has := &fakeReader{vms: map[string]*xo.VM{fresh: {ID: "C0FFEE00-0000-4000-8000-00000000F00D", PoolID: poolB}}}
+	e := NewEstate(time.Second, member(t, "a", source(), clk, down), member(t, "b", source(), clk, has))
+	n := &corev1.Node{Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: fresh}}}
+	res, _, err := e.Find(context.Background(), n)
+	if err != nil || res.Outcome != node.OutcomeMatched || res.VM.ID != fresh || res.Method != node.MethodSystemUUID {
+		t.Fatalf("Find = %+v, %v; want the second server's VM, lower-cased, despite the first being down", res, err)
+	}
+	// Nobody has it and one server cannot answer: an error, not "not found".
+	n.Status.NodeInfo.SystemUUID = "c0ffee00-0000-4000-8000-00000000beef"
+	res, _, err = e.Find(context.Background(), n)
+	if res.VM != nil || err == nil || !errors.As(err, new(*xo.Error)) {
+		t.Fatalf("Find = %+v, %v; want no VM and the down server's error", res, err)
+	}
+	// In the inventory: no direct read at all.
+	before := has.calls.Load()
+	n.Status.NodeInfo.SystemUUID = vm1
+	if res, _, err := e.Find(context.Background(), n); err != nil || res.Outcome != node.OutcomeMatched || has.calls.Load() != before {
+		t.Fatalf("Find of an inventory VM = %+v, %v, %d direct reads", res, err, has.calls.Load()-before)
+	}
+}
