@@ -101,11 +101,30 @@ var renderCases = map[string]renderCase{
 			t.Error("no checksum/config annotation: a config change would not roll the pods")
 		}
 	}},
-	"configClusters": {set: []string{"config.clusters[0].url=https://xo1.example.com", "config.clusters[0].token=token-one-0123456789",
-		"config.clusters[1].url=https://xo2.example.com", "config.clusters[1].token=token-two-0123456789"}, check: func(t *testing.T, o objects) {
-		cfg := loadRenderedConfig(t, o)
-		if len(cfg.Clusters) != 2 || cfg.Clusters[1].URL != "https://xo2.example.com" {
-			t.Errorf("rendered clusters %+v", cfg.Clusters)
+	// The clusters list form: every token from a Secret, mounted read-only where the rendered
+	// config's tokenFile points.
+	"configClusters": {values: "ci/clusters-values.yaml", check: func(t *testing.T, o objects) {
+		s := decode[corev1.Secret](t, o, "Secret", configSecretOf(t, o))
+		var cfg struct {
+			Clusters []map[string]any `json:"clusters"`
+		}
+		if err := yaml.Unmarshal([]byte(s.StringData["config.yaml"]), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Clusters) != 2 {
+			t.Fatalf("rendered clusters %+v", cfg.Clusters)
+		}
+		d, c := deployment(t, o)
+		for i, want := range []string{"xo-site-a", "xo-site-b"} {
+			entry := cfg.Clusters[i]
+			file, _ := entry["tokenFile"].(string)
+			if _, ok := entry["tokenSecretRef"]; ok || entry["token"] != nil || file == "" {
+				t.Fatalf("clusters[%d] rendered as %v: want a tokenFile and no token or tokenSecretRef", i, entry)
+			}
+			v, ro := volumeAt(t, d, c, path.Dir(file))
+			if v == nil || v.Secret == nil || v.Secret.SecretName != want || !ro || path.Base(file) != "token" {
+				t.Errorf("clusters[%d].tokenFile %s is not key token of Secret %s mounted read-only", i, file, want)
+			}
 		}
 	}},
 	"existingConfigSecret": {values: "ci/existing-secret-values.yaml", check: func(t *testing.T, o objects) {
@@ -734,6 +753,7 @@ func TestRenderRejects(t *testing.T) {
 		"health port clash":              {[]string{"healthProbe.port=8080"}, "must differ"},
 		"unknown value":                  {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
 		"unknown config key":             {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
+		"plain token in clusters":        {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].token=abc"}, "additional properties 'token' not allowed"},
 		"failurePolicy":                  {[]string{"webhook.failurePolicy=Deny"}, "failurePolicy"},
 		"timeoutSeconds above 30":        {[]string{"webhook.timeoutSeconds=31"}, "timeoutSeconds"},
 		"unknown controller":             {[]string{"controllers[0]=cloud-route"}, "controllers"},

@@ -111,7 +111,8 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 		}
 		for _, name := range []string{EnvURL, EnvToken, EnvInsecure} {
 			if env(name) != "" {
-				errs = append(errs, field.Forbidden(field.NewPath(name), "applies to the single-server form only: with clusters, set each entry's keys"))
+				errs = append(errs, field.Forbidden(field.NewPath(name),
+					"applies to the single-server form only: with clusters, set each entry's keys"))
 			}
 		}
 		for i := range c.Clusters {
@@ -137,12 +138,15 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 		secrets = append(secrets, string(f.Password))
 	}
 	for i := range c.Clusters {
-		p := field.NewPath("clusters").Index(i)
+		cl, p := &c.Clusters[i], field.NewPath("clusters").Index(i)
+		cl.CAFile, cl.TokenFile = resolve(dir, cl.CAFile), resolve(dir, cl.TokenFile)
 		// A token from a token file, or missing for want of a usable one, is the file's problem.
 		if tf := p.Child("tokenFile").String(); d.set[tf] || single && d.set["tokenFile"] {
 			rename[p.Child("token").String()] = tf
 		}
-		errs, secrets = c.Clusters[i].readFiles(p, dir, readFile, errs, secrets)
+		if e := cl.readTokenFile(p.Child("tokenFile"), readFile); e != nil {
+			errs = append(errs, e)
+		}
 	}
 
 	// A value with a problem already (ill-typed, unreadable token file) is not validated again.
@@ -166,9 +170,13 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 		}
 	}
 	for _, cl := range c.Clusters {
-		secrets = append(secrets, string(cl.Token))
+		secrets = append(secrets, string(cl.Token)) // from the file, XOA_TOKEN or a token file
 	}
 	redact(errs, redactor(secrets))
+	if n := len(errs) - maxProblems; n > 0 {
+		errs = append(errs[:maxProblems], &field.Error{Type: field.ErrorTypeTooMany, Field: "...", BadValue: field.OmitValueType{},
+			Detail: fmt.Sprintf("%d more problems not listed", n)})
+	}
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
@@ -200,33 +208,31 @@ func (f *file) fromEnv(env func(string) string, insecureSet bool, rename map[str
 	return nil
 }
 
-// readFiles resolves c's file names against dir and reads its token file, if any, into Token.
-// It returns errs and secrets with its own problems and the token read added.
-func (c *Cluster) readFiles(p *field.Path, dir string, readFile func(string) ([]byte, error),
-	errs field.ErrorList, secrets []string) (field.ErrorList, []string) {
-	if c.CAFile != "" && dir != "" && !filepath.IsAbs(c.CAFile) {
-		c.CAFile = filepath.Join(dir, c.CAFile)
+// resolve returns name relative to dir, unless it is "" or absolute.
+func resolve(dir, name string) string {
+	if dir == "" || name == "" || filepath.IsAbs(name) {
+		return name
 	}
-	if c.TokenFile == "" {
-		return errs, secrets
-	}
-	if dir != "" && !filepath.IsAbs(c.TokenFile) {
-		c.TokenFile = filepath.Join(dir, c.TokenFile)
-	}
-	tf := p.Child("tokenFile")
-	if c.Token != "" {
-		return append(errs, field.Forbidden(tf, "set either token or tokenFile, not both")), secrets
+	return filepath.Join(dir, name)
+}
+
+// readTokenFile reads TokenFile, if set, into Token, trimmed of surrounding space. p is
+// TokenFile's path.
+func (c *Cluster) readTokenFile(p *field.Path, readFile func(string) ([]byte, error)) *field.Error {
+	switch {
+	case c.TokenFile == "":
+		return nil
+	case c.Token != "":
+		return field.Forbidden(p, "set either token or tokenFile, not both")
 	}
 	b, err := readFile(c.TokenFile)
 	if err != nil {
-		return append(errs, field.Invalid(tf, field.OmitValueType{}, err.Error())), secrets
+		return field.Invalid(p, field.OmitValueType{}, err.Error())
 	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return append(errs, field.Invalid(tf, c.TokenFile, "the file is empty")), secrets
+	if c.Token = Secret(strings.TrimSpace(string(b))); c.Token == "" {
+		return field.Invalid(p, c.TokenFile, "the file is empty")
 	}
-	c.Token = Secret(tok)
-	return errs, append(secrets, tok)
+	return nil
 }
 
 // covered reports whether path, or a key or list that holds it, is in bad.
@@ -268,9 +274,13 @@ func parse(data []byte) (*yaml.Node, error) {
 	return doc.Content[0], nil
 }
 
+// maxProblems bounds the problems listed: no one reads more, and an Aggregate's message takes
+// a time quadratic in their number.
+const maxProblems = 100
+
 // maxValues bounds the values decoded, each use of an alias counted: a few aliases to aliases
 // can make a small file expand enormously.
-const maxValues = 100_000
+const maxValues = 10_000
 
 // decoder sets typed values from a YAML node tree, by their JSON key names. yaml.v3's own
 // strict decoding (KnownFields) names a problem by line and Go type only: this one reports
@@ -283,12 +293,19 @@ type decoder struct {
 	budget int
 }
 
+// spend counts n against the budget and reports whether it was within; the first node beyond
+// is reported.
+func (d *decoder) spend(n *yaml.Node, path *field.Path) bool {
+	if d.budget--; d.budget == -1 {
+		d.errs = append(d.errs, field.Invalid(path, field.OmitValueType{},
+			fmt.Sprintf("line %d: the file expands to more than %d keys and values (through aliases)", n.Line, maxValues)))
+	}
+	return d.budget >= 0
+}
+
+// decode sets v from n, found at path.
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
-	if d.budget--; d.budget < 0 {
-		if d.budget == -1 {
-			d.errs = append(d.errs, field.Invalid(path, field.OmitValueType{},
-				fmt.Sprintf("line %d: the file expands to more than %d values (through aliases)", n.Line, maxValues)))
-		}
+	if !d.spend(n, path) {
 		return
 	}
 	if n.Kind == yaml.AliasNode {
@@ -319,6 +336,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
 	}
 }
 
+// mapping sets the fields of the struct v from the keys of the mapping n.
 func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path *field.Path) {
 	known := map[string][]int{}
 	for _, f := range reflect.VisibleFields(v.Type()) {
@@ -329,10 +347,14 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path *field.Path) {
 	lines := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
+		if !d.spend(k, path) {
+			return
+		}
 		p := path.Child(keyName(k.Value))
 		if k.Kind != yaml.ScalarNode {
 			// "?" introduces such a key in YAML.
-			d.errs = append(d.errs, field.Invalid(path.Child("?"), field.OmitValueType{}, fmt.Sprintf("line %d: a key must be a string, not %s", k.Line, kind(k))))
+			d.errs = append(d.errs, field.Invalid(path.Child("?"), field.OmitValueType{},
+				fmt.Sprintf("line %d: a key must be a string, not %s", k.Line, kind(k))))
 			continue
 		}
 		if first := lines[k.Value]; first > 0 {
@@ -443,10 +465,10 @@ func redact(errs field.ErrorList, r *strings.Replacer) {
 	}
 }
 
-// secretValue finds the value of a token or password key in raw text, for a file that does
-// not parse: the parser's message may quote it.
 var secretValue = regexp.MustCompile(`(?:token|password)["']?[ \t]*:[ \t]*([^\s,}#]+)`)
 
+// scanSecrets finds the values of token and password keys in raw text, for a file that does
+// not parse: the parser's message may quote them.
 func scanSecrets(data []byte) []string {
 	var out []string
 	for _, m := range secretValue.FindAllSubmatch(data, -1) {

@@ -140,6 +140,29 @@ func TestLoadExample(t *testing.T) {
 			t.Errorf("example.yaml does not document %s", k)
 		}
 	}
+
+	// Its clusters form, uncommented instead of the single-server keys, is valid too.
+	single, clusters, ok := strings.Cut(string(raw), "\n# clusters:")
+	if !ok {
+		t.Fatal("example.yaml has no clusters example")
+	}
+	single = regexp.MustCompile(`(?m)^(url|token|insecure):.*$`).ReplaceAllString(single, "")
+	clusters = regexp.MustCompile(`(?m)^# ?`).ReplaceAllString("clusters:"+clusters, "")
+	_, caPEM := serverCA(t)
+	files := map[string]string{"/etc/xenorchestra/paris-token": "paris-token-0123456789abcdef", "/etc/xenorchestra/lab-ca.crt": caPEM}
+	c, err := load([]byte(single+"\n"+clusters), "", nil, func(name string) ([]byte, error) {
+		if s, ok := files[name]; ok {
+			return []byte(s), nil
+		}
+		return nil, os.ErrNotExist
+	})
+	if err != nil {
+		t.Fatalf("example.yaml's clusters form: %v\n%s", err, clusters)
+	}
+	if len(c.Clusters) != 2 || c.Clusters[0].Name != "paris" || c.Clusters[1].Name != "xo-lab.example.com:8443" ||
+		c.Clusters[1].RequestTimeout != 30*time.Second || c.Clusters[0].RequestTimeout != DefaultRequestTimeout {
+		t.Errorf("example.yaml's clusters form = %+v", c.Clusters)
+	}
 }
 
 func TestLoadJSONFile(t *testing.T) {
@@ -809,28 +832,24 @@ func TestErrorsNeverHoldToken(t *testing.T) {
 	}
 }
 
-// TestAliasExpansion checks that aliases cannot make a small file expand without bound.
+// TestAliasExpansion checks that aliases cannot make a small file expand without bound, nor
+// its problems make an endless message.
 func TestAliasExpansion(t *testing.T) {
 	var b strings.Builder
-	b.WriteString(base + "a: &a {")
-	for i := range 2000 {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("k" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + ": 1")
-	}
-	b.WriteString("}\nclusters: [")
-	for i := range 2000 {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("*a")
-	}
+	b.WriteString("labels: {tagLabelPrefixes: &p [a.example.com/")
+	b.WriteString(strings.Repeat(", a.example.com/", 3000))
+	b.WriteString("]}\nclusters: [{pools: *p}")
+	b.WriteString(strings.Repeat(", {pools: *p}", 2000)) // 6 million pools, 66 KB
 	b.WriteString("]\n")
 	start := time.Now()
 	_, err := loadString(t, b.String(), nil)
-	if err == nil || !strings.Contains(err.Error(), "more than 100000 values") {
-		t.Errorf("Load = %.300v..., want the expansion refused", err)
+	if err == nil {
+		t.Fatal("Load succeeded")
+	}
+	probs := problemsOf(t, err)
+	if len(probs) != maxProblems+1 || !strings.Contains(probs[0].Error(), "more than 10000 keys and values") ||
+		!strings.Contains(probs[maxProblems].Error(), "more problems not listed") {
+		t.Errorf("Load = %.500v..., want the expansion refused and the problems cut", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Load took %v", d)

@@ -160,17 +160,14 @@ type bufferedBody struct {
 func (*bufferedBody) Close() error { return nil }
 
 // do sends req and hands the 2xx answer of its last attempt to read, which consumes what it
-// needs of the body (do closes it). resty retries reads (GET) after a network error, a 429 or
-// a 5xx, never after another 4xx, with exponential backoff and jitter, all within ctx.
-// A streamed answer (SetDoNotParseResponse) is retried only until its headers: what read
-// does with the body is never retried.
+// needs of the body (do closes it). resty retries reads (GET) within ctx after a network
+// error, a 429 or a 5xx, never after another 4xx; a streamed answer only until its headers.
 func (c *Client) do(ctx context.Context, op, method, path string, req *resty.Request, read func(*resty.Response) error) error {
 	start := time.Now()
-	// resty has no hook that sees every attempt (OnAfterResponse skips errors and streamed
-	// answers, retry hooks see only retried attempts), so the retry condition, called after
-	// each attempt, counts those it retries; the last attempt is counted below, after read,
-	// as a body cut short or undecodable is its outcome. resty calls no condition once ctx
-	// has ended or when retries are off.
+	// resty has no hook for every attempt (OnAfterResponse skips errors and streamed answers,
+	// retry hooks see only retried ones): the retry condition counts the attempts it retries,
+	// do counts the last one after read, as a body cut short is that attempt's outcome. (resty
+	// calls no condition once ctx has ended or when retries are off.)
 	var (
 		retried    int // the last attempt the condition retried, and its error
 		retriedErr error

@@ -46,18 +46,23 @@ func init() {
 	metrics.Registry.MustRegister(buildInfo)
 }
 
-// Run loads the XO config, builds the Manager with one inventory per XO server, the webhook and
-// the selected controllers, and runs it until ctx ends. env reads environment variables
-// (os.Getenv).
+// Run validates the options, loads the XO config and runs RunConfig: the in-process entry of
+// the demo and the tests. env reads environment variables (os.Getenv).
 func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(string) string) error {
-	log := ctrl.Log.WithName("setup")
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	cfg, err := config.Load(o.ConfigFile, env)
+	cfg, err := o.LoadConfig(env)
 	if err != nil {
 		return err
 	}
+	return RunConfig(ctx, o, cfg, restConfig)
+}
+
+// RunConfig builds the Manager with one inventory per XO server, the webhook and the selected
+// controllers, and runs it until ctx ends. o must be valid and cfg loaded.
+func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *rest.Config) error {
+	log := ctrl.Log.WithName("setup")
 	for _, w := range cfg.Warnings() {
 		log.Info("WARNING: " + w)
 	}

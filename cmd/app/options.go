@@ -16,17 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/cloudnode"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
 )
 
-// Controller names, as --controllers takes them.
-const (
-	CloudNode          = "cloud-node"
-	CloudNodeLifecycle = "cloud-node-lifecycle"
-	CloudNodeLabelSync = "cloud-node-label-sync"
-)
-
-// AllControllers lists every controller, in start order.
-var AllControllers = []string{CloudNode, CloudNodeLifecycle, CloudNodeLabelSync}
+// AllControllers lists every controller by the name --controllers takes, in start order.
+var AllControllers = []string{cloudnode.Name, lifecycle.Name, labelsync.Name}
 
 // LeaseName is the leader-election Lease; the chart's RBAC narrows lease access to it.
 const LeaseName = "xenorchestra-cloud-controller-manager"

@@ -216,7 +216,7 @@ func TestEnabledControllers(t *testing.T) {
 		t.Fatalf("* gave %v", got)
 	}
 	o.Controllers = " cloud-node , cloud-node ,"
-	if got := o.EnabledControllers(); len(got) != 1 || got[0] != CloudNode {
+	if got := o.EnabledControllers(); len(got) != 1 || got[0] != "cloud-node" {
 		t.Fatalf("got %v", got)
 	}
 }

@@ -40,7 +40,8 @@ func main() {
 	if err := o.Validate(); err != nil {
 		exit(err)
 	}
-	if _, err := o.LoadConfig(os.Getenv); err != nil {
+	cfg, err := o.LoadConfig(os.Getenv)
+	if err != nil {
 		exit(err)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
@@ -48,7 +49,7 @@ func main() {
 	if err != nil {
 		exit(fmt.Errorf("kubeconfig: %w", err))
 	}
-	if err := app.Run(ctrl.SetupSignalHandler(), o, restConfig, os.Getenv); err != nil {
+	if err := app.RunConfig(ctrl.SetupSignalHandler(), o, cfg, restConfig); err != nil {
 		exit(err)
 	}
 }

@@ -48,7 +48,12 @@ const (
 
 func newFixture(t *testing.T, stream bool) *fixture {
 	t.Helper()
-	tf := testenv.NewFixture(t, env, testenv.FixtureOptions{
+	return newFixtureWith(t, fixtureOptions(stream))
+}
+
+// fixtureOptions are the fixture's settings, with or without the event stream.
+func fixtureOptions(stream bool) testenv.FixtureOptions {
+	return testenv.FixtureOptions{
 		Token:     token,
 		PoolName:  poolName,
 		HostNames: [2]string{hostName, "host-b"},
@@ -56,7 +61,12 @@ func newFixture(t *testing.T, stream bool) *fixture {
 		Client:    xo.Options{Timeout: 300 * time.Millisecond, ListTimeout: 5 * time.Second, Retries: -1},
 		// Relists happen only when a test asks (or, with the event stream, after it subscribes).
 		Inventory: inventory.Options{DisableEventStream: !stream, PollPeriod: time.Hour, ResyncPeriod: time.Hour, Log: logr.Discard()},
-	})
+	}
+}
+
+func newFixtureWith(t *testing.T, o testenv.FixtureOptions) *fixture {
+	t.Helper()
+	tf := testenv.NewFixture(t, env, o)
 	f := &fixture{Fixture: tf, host: tf.Host1}
 	f.r = f.newReconciler(env.Client, node.LabelOptions{})
 	return f
@@ -680,5 +690,46 @@ func TestDeletedNode(t *testing.T) {
 	res, err := f.r.Reconcile(f.Ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: nodeName(t)}})
 	if err != nil || res.RequeueAfter != 0 {
 		t.Errorf("Reconcile of a missing node = %+v, %v", res, err)
+	}
+}
+
+// TestNameMatchNotBlockedByOtherPools: a disabled server entry, or a disconnected pool outside
+// the scope, does not keep a Node from being matched by its name; a disconnected pool that
+// counts (no scope) does, since the VM's twin may be hiding in it.
+func TestNameMatchNotBlockedByOtherPools(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		scope   []string
+		pool    xosim.PoolSpec
+		matched bool
+	}{
+		{"disabled server entry", nil, xosim.PoolSpec{NameLabel: "pool-c", ServerDisabled: true}, true},
+		{"disconnected pool outside the scope", []string{poolName}, xosim.PoolSpec{NameLabel: "pool-b", Disconnected: true}, true},
+		{"disconnected pool in scope", nil, xosim.PoolSpec{NameLabel: "pool-b", Disconnected: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := fixtureOptions(false)
+			o.Inventory.Pools = tc.scope
+			f := newFixtureWith(t, o)
+			f.X.AddPool(t, tc.pool)
+			name := nodeName(t)
+			vmID := f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh", IPs: []string{"10.0.10.5"}})
+			f.createNode(testenv.KubeletNode(name))
+			before := f.Get(name)
+			f.reconcile(name)
+
+			got := f.Get(name)
+			if !tc.matched {
+				checkUntouched(t, before, got)
+				if ev := f.Rec.Find(name, node.ReasonVMNotResolved); len(ev) == 0 || !strings.Contains(ev[0].Note, "incomplete") {
+					t.Errorf("VMNotResolved events = %+v, want one saying incomplete", ev)
+				}
+				return
+			}
+			checkInitialized(t, got, node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.10.5"))
+			if ev := f.Rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || !strings.Contains(ev[0].Note, "name") {
+				t.Errorf("NodeInitialized events = %+v, want one naming the name match", ev)
+			}
+		})
 	}
 }

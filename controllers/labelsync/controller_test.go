@@ -672,7 +672,9 @@ func TestDuplicateNamesFallBackToUUIDs(t *testing.T) {
 	if err := f.Sim.Rename(poolB, "pool-b"); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitInventory("renames", func(s *inventory.Snapshot) bool { return s.HostNameCount("host-1") == 1 && s.PoolNameCount("pool-a") == 1 })
+	f.WaitInventory("renames", func(s *inventory.Snapshot) bool {
+		return s.HostNameCount("host-1") == 1 && s.PoolNameCount("pool-a") == 1
+	})
 	f.reconcile(n)
 	wantLabels(t, f.labels(n), map[string]string{node.LabelZone: "host-1", node.LabelRegion: "pool-a"})
 }

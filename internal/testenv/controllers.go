@@ -29,6 +29,10 @@ type FixtureOptions struct {
 	// "host-1" and "host-2".
 	PoolName  string
 	HostNames [2]string
+	// PoolID and HostIDs are the uuids of the pool and its hosts; random when empty. Two
+	// fixtures with the same ones are two XO servers connected to the same pool.
+	PoolID  string
+	HostIDs [2]string
 	// Client configures the XO client; default a 500 ms request timeout, a 2 s listing
 	// timeout and a 10 ms first retry wait, so that faults are noticed quickly.
 	Client xo.Options
@@ -81,9 +85,9 @@ func NewFixture(t testing.TB, env *Env, o FixtureOptions) *Fixture {
 		T: t, Ctx: t.Context(), Env: env, X: x, Sim: x.Sim, Client: x.Client, Rec: &Recorder{},
 		vmMemory: cmp.Or(o.VMMemory, 2*xosim.GiB),
 	}
-	f.Pool = x.AddPool(t, xosim.PoolSpec{NameLabel: cmp.Or(o.PoolName, "pool-a")})
-	f.Host1 = x.AddHost(t, xosim.HostSpec{PoolID: f.Pool, NameLabel: cmp.Or(o.HostNames[0], "host-1")})
-	f.Host2 = x.AddHost(t, xosim.HostSpec{PoolID: f.Pool, NameLabel: cmp.Or(o.HostNames[1], "host-2")})
+	f.Pool = x.AddPool(t, xosim.PoolSpec{ID: o.PoolID, NameLabel: cmp.Or(o.PoolName, "pool-a")})
+	f.Host1 = x.AddHost(t, xosim.HostSpec{ID: o.HostIDs[0], PoolID: f.Pool, NameLabel: cmp.Or(o.HostNames[0], "host-1")})
+	f.Host2 = x.AddHost(t, xosim.HostSpec{ID: o.HostIDs[1], PoolID: f.Pool, NameLabel: cmp.Or(o.HostNames[1], "host-2")})
 
 	inv := o.Inventory
 	inv.Name = cmp.Or(inv.Name, o.Name)
@@ -185,10 +189,16 @@ func (f *Fixture) AddVMQuietly(spec xosim.VMSpec) string {
 	return f.X.AddVM(f.T, spec)
 }
 
-// WaitInventory waits until cond holds for the inventory's snapshot.
+// WaitInventory waits up to 5 s until cond holds for the inventory's snapshot; without event
+// stream it relists before each look, as the periodic relists would.
 func (f *Fixture) WaitInventory(what string, cond func(*inventory.Snapshot) bool) {
 	f.T.Helper()
-	f.X.WaitInventory(f.T, what, cond)
+	Eventually(f.T, 5*time.Second, what, func() bool {
+		if !f.X.stream {
+			f.Relist()
+		}
+		return cond(f.Inventory.Snapshot())
+	})
 }
 
 // CreateNode registers an initialized Node (Ready unless opts say otherwise) for a VM of the

@@ -353,3 +353,48 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- fail "healthProbe.port must differ from webhook.port and metrics.port" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+xoccm.tokensDir is where the Secrets named by config.clusters[].tokenSecretRef are mounted, one
+folder per Secret.
+*/}}
+{{- define "xoccm.tokensDir" -}}
+/etc/xenorchestra-cloud-controller-manager/xo-tokens
+{{- end -}}
+
+{{/*
+xoccm.config renders .Values.config for the config Secret. In the clusters list form every token
+comes from a Secret: an entry's tokenSecretRef {name, key} becomes a tokenFile in the mounted
+Secret, and a plain token in an entry is refused (the single-server form keeps token for
+compatibility with the upstream chart).
+*/}}
+{{- define "xoccm.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) -}}
+{{- if hasKey $cfg "clusters" -}}
+{{- $clusters := list -}}
+{{- range $i, $c := $cfg.clusters -}}
+{{- if hasKey $c "token" -}}
+{{- fail (printf "config.clusters[%d].token: keep XO tokens out of values: put it in a Secret and set config.clusters[%d].tokenSecretRef {name, key}" $i $i) -}}
+{{- end -}}
+{{- $entry := omit $c "tokenSecretRef" -}}
+{{- with $c.tokenSecretRef -}}
+{{- if or (not .name) (not .key) -}}
+{{- fail (printf "config.clusters[%d].tokenSecretRef: name and key are both required" $i) -}}
+{{- end -}}
+{{- $_ := set $entry "tokenFile" (printf "%s/%s/%s" (include "xoccm.tokensDir" $) .name .key) -}}
+{{- end -}}
+{{- $clusters = append $clusters $entry -}}
+{{- end -}}
+{{- $_ := set $cfg "clusters" $clusters -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* xoccm.tokenSecrets lists, once each, the Secrets named by config.clusters[].tokenSecretRef. */}}
+{{- define "xoccm.tokenSecrets" -}}
+{{- $names := list -}}
+{{- range ((.Values.config | default dict).clusters | default list) -}}
+{{- with .tokenSecretRef }}{{ $names = append $names .name }}{{ end -}}
+{{- end -}}
+{{- $names | uniq | toJson -}}
+{{- end -}}
