@@ -4,14 +4,17 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 // Name is the webhook's name in the MutatingWebhookConfiguration.
 const Name = "nodes.k8s.xenorchestra"
 
 // Configuration returns the MutatingWebhookConfiguration the Helm chart installs: nodes CREATE
-// only (never nodes/status), no side effects, and a failure policy that by default admits the
-// Node when the webhook is down, so registration never depends on it.
+// only (never nodes/status), not for Nodes labelled node.k8s.xenorchestra/ignore=true, no side
+// effects, and a failure policy that by default admits the Node when the webhook is down, so
+// registration never depends on it.
 func Configuration(name string, svc *admissionregistrationv1.ServiceReference, failurePolicy admissionregistrationv1.FailurePolicyType, timeoutSeconds int32) *admissionregistrationv1.MutatingWebhookConfiguration {
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -28,6 +31,9 @@ func Configuration(name string, svc *admissionregistrationv1.ServiceReference, f
 					Scope:       ptr.To(admissionregistrationv1.ClusterScope),
 				},
 			}},
+			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: node.LabelIgnore, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
+			}}},
 			FailurePolicy:      ptr.To(failurePolicy),
 			SideEffects:        ptr.To(admissionregistrationv1.SideEffectClassNone),
 			TimeoutSeconds:     ptr.To(timeoutSeconds),
