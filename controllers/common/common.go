@@ -6,6 +6,7 @@ package common
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,11 +16,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Patch sends the difference between before and after as a merge patch carrying before's
-// resourceVersion, so a concurrent change makes it fail with a conflict rather than lose
-// data (taints are a list: a plain merge patch would overwrite them). A conflict is returned
-// as is; the caller requeues.
+// Patch sends the difference between before and after as a merge patch. When the taints
+// change, the patch carries before's resourceVersion, so a concurrent change makes it fail
+// with a conflict rather than lose data (taints are a list: a merge patch replaces it whole);
+// a conflict is returned as is and the caller requeues. Labels and annotations are maps, which
+// a merge patch changes key by key: such a patch needs no lock, so it does not conflict with a
+// concurrent status write or another controller's label write.
 func Patch(ctx context.Context, c client.Client, before, after *corev1.Node) error {
+	if slices.EqualFunc(before.Spec.Taints, after.Spec.Taints, func(a, b corev1.Taint) bool {
+		return a.MatchTaint(&b) && a.Value == b.Value && a.TimeAdded.Equal(b.TimeAdded)
+	}) {
+		return c.Patch(ctx, after, client.MergeFrom(before))
+	}
 	return c.Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 

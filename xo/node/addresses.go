@@ -16,7 +16,10 @@ type AddressOptions struct {
 	// addresses to these networks. It does not filter the kubelet's provided node IPs.
 	InternalCIDRs []netip.Prefix
 	// ExternalCIDRs lists the networks whose guest addresses become ExternalIP. Empty (the
-	// default): no ExternalIP. An address in both lists is external.
+	// default): no new ExternalIP, and an ExternalIP the Node already carries that is one of the
+	// VM's guest addresses (the upstream XO CCM sets mainIpAddress as ExternalIP) is kept, so
+	// that taking over a Node changes nothing until the operator opts in. An address in both
+	// lists is external.
 	ExternalCIDRs []netip.Prefix
 }
 
@@ -27,7 +30,8 @@ type AddressOptions struct {
 //     first, then the "addresses" map in key order (<dev>/<ipv4|ipv6>/<n>, numbers compared
 //     as numbers), restricted to opts.InternalCIDRs when that is set.
 //  2. ExternalIP: the VM's guest addresses inside opts.ExternalCIDRs (also when the kubelet
-//     provided its node IP).
+//     provided its node IP); without ExternalCIDRs, the Node's current ExternalIPs that are
+//     guest addresses of the VM, in their current order, before any guest InternalIP.
 //  3. Hostname: the node name.
 //
 // Loopback, link-local, multicast, unspecified and zoned addresses are skipped; addresses are
@@ -55,7 +59,21 @@ func Addresses(n *corev1.Node, vm *xo.VM, opts AddressOptions) []corev1.NodeAddr
 	})
 	provided := len(out) > 0
 
-	for _, s := range guestAddresses(vm) {
+	guest := guestAddresses(vm)
+	if len(opts.ExternalCIDRs) == 0 {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			if _, ip, ok := canonicalIP(a.Address); ok && slices.ContainsFunc(guest, func(g string) bool {
+				_, gip, ok := canonicalIP(g)
+				return ok && gip == ip
+			}) {
+				add(corev1.NodeExternalIP, ip)
+			}
+		}
+	}
+	for _, s := range guest {
 		a, ip, ok := canonicalIP(s)
 		if !ok || !usableAddr(a) {
 			continue

@@ -157,3 +157,35 @@ func TestAddressesEqual(t *testing.T) {
 		t.Fatal("nil and empty are equal")
 	}
 }
+
+// TestAddressesKeepUpstreamExternalIP: a Node the upstream XO CCM initialized carries the VM's
+// mainIpAddress as ExternalIP; without ExternalCIDRs it stays, so taking over the Node writes
+// nothing; with ExternalCIDRs (the operator opted in) the CIDR rules decide.
+func TestAddressesKeepUpstreamExternalIP(t *testing.T) {
+	vm := &xo.VM{MainIPAddress: "192.0.2.10", Addresses: map[string]string{"0/ipv4/0": "192.0.2.10"}}
+	upstream := []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
+		{Type: corev1.NodeExternalIP, Address: "192.0.2.10"},
+		{Type: corev1.NodeHostName, Address: "w1"},
+	}
+	n := &corev1.Node{}
+	n.Name = "w1"
+	n.Annotations = map[string]string{AnnotationProvidedNodeIP: "10.0.0.5"}
+	n.Status.Addresses = upstream
+	if got := Addresses(n, vm, AddressOptions{}); !AddressesEqual(got, upstream) {
+		t.Fatalf("takeover changed the addresses: %v", got)
+	}
+	// An ExternalIP that is not the VM's is not kept.
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "198.51.100.1"}}
+	if got := Addresses(n, vm, AddressOptions{}); len(got) != 2 || got[0].Address != "10.0.0.5" {
+		t.Fatalf("a foreign ExternalIP was kept: %v", got)
+	}
+	// Opted in: the CIDR rules alone decide.
+	n.Status.Addresses = upstream
+	opts := AddressOptions{ExternalCIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
+	for _, a := range Addresses(n, vm, opts) {
+		if a.Type == corev1.NodeExternalIP {
+			t.Fatalf("ExternalIP %s kept although ExternalCIDRs exclude it", a.Address)
+		}
+	}
+}

@@ -146,3 +146,19 @@ func TestIgnorer(t *testing.T) {
 		t.Fatal("a Node to ignore was not")
 	}
 }
+
+// TestBetaLabelsKeptTrue: the beta labels the upstream CCM set follow their GA labels after a
+// migration; a Node without them does not get them.
+func TestBetaLabelsKeptTrue(t *testing.T) {
+	idx, vm := topologyIndex("h", "p")
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+		"failure-domain.beta.kubernetes.io/zone": "old-host", "beta.kubernetes.io/instance-type": "1vCPU-1GB",
+	}}}
+	Describe(idx, n, vm, LabelOptions{})
+	if n.Labels["failure-domain.beta.kubernetes.io/zone"] != hostA || n.Labels["beta.kubernetes.io/instance-type"] != n.Labels[LabelInstanceType] {
+		t.Fatalf("beta labels not kept true: %v", n.Labels)
+	}
+	if _, ok := n.Labels["failure-domain.beta.kubernetes.io/region"]; ok {
+		t.Fatal("a beta label the Node did not have was added")
+	}
+}

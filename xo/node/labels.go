@@ -26,6 +26,16 @@ const (
 	LabelOriginalPoolID = "topology.k8s.xenorchestra/original_pool_id"
 )
 
+// betaLabels maps the deprecated beta topology and instance-type labels (which the upstream XO
+// CCM set through k8s.io/cloud-provider) to their GA keys. They are never added; on a Node that
+// carries one, it is kept equal to its GA label (and owned), so that nothing reads a stale zone
+// after a migration.
+var betaLabels = map[string]string{
+	"failure-domain.beta.kubernetes.io/zone":   LabelZone,
+	"failure-domain.beta.kubernetes.io/region": LabelRegion,
+	"beta.kubernetes.io/instance-type":         LabelInstanceType,
+}
+
 // Annotation keys recording what the controllers own on a Node: the label keys, and the taints
 // as <key>:<Effect>, each sorted and comma-separated.
 const (
@@ -448,6 +458,12 @@ func Desired(idx Index, vm *xo.VM, current map[string]string, opts LabelOptions)
 		d.Labels[LabelOriginalPoolID] = current[LabelPoolID]
 	case poolID != "" && validLabelValue(poolID):
 		d.Labels[LabelOriginalPoolID] = poolID
+	}
+
+	for beta, ga := range betaLabels {
+		if _, has := current[beta]; has && d.Labels[ga] != "" {
+			d.Labels[beta] = d.Labels[ga]
+		}
 	}
 
 	tagLabels(vm.Tags, opts.TagLabelPrefixes, &d)

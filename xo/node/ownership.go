@@ -60,6 +60,9 @@ func isAuthorityLabel(key string) bool {
 	case LabelInstanceType, LabelRegion, LabelZone:
 		return true
 	}
+	if _, ok := betaLabels[key]; ok {
+		return true
+	}
 	domain := keyDomain(key)
 	for _, d := range computedDomains {
 		if inDomain(domain, d) {
