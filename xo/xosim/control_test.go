@@ -322,3 +322,20 @@ func TestNoSecretsInOutput(t *testing.T) {
 		}
 	}
 }
+
+func TestReaddedObjectListedOnce(t *testing.T) {
+	e := newTestEnv(t)
+	if err := e.sim.RemoveVM(vmCP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sim.AddVM(VMSpec{ID: vmCP, PoolID: poolA, HostID: hostA2}); err != nil {
+		t.Fatal(err)
+	}
+	// Listed once, last, as XO's index lists a key deleted and set again.
+	r := e.get(t, "/rest/v0/vms?fields=id&filter="+enc("$pool:"+poolA))
+	want := `[{"id":"` + vmW1 + `","href":"/rest/v0/vms/` + vmW1 + `"},{"id":"` + vmW2 + `","href":"/rest/v0/vms/` + vmW2 + `"},` +
+		`{"id":"` + vmHalt + `","href":"/rest/v0/vms/` + vmHalt + `"},{"id":"` + vmCP + `","href":"/rest/v0/vms/` + vmCP + `"}]`
+	if !jsonEqual(t, r.body, want) {
+		t.Errorf("listing after remove and add: %s", r.body)
+	}
+}

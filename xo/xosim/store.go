@@ -134,6 +134,8 @@ type store struct {
 	// order keeps insertion order per collection (XO lists objects in the order its index
 	// received them); removed ids are skipped and compacted lazily.
 	order [numCollections][]string
+	// inOrder holds the ids in order, removed ones included until compaction.
+	inOrder [numCollections]map[string]struct{}
 	// byRef maps _xapiRef to id, since XO's lookup also accepts an OpaqueRef.
 	byRef map[string]objKey
 	// residentOn maps a resident VM to the host whose resident set holds it.
@@ -141,13 +143,17 @@ type store struct {
 }
 
 func newStore() *store {
-	return &store{
+	st := &store{
 		pools:      map[string]*poolState{},
 		hosts:      map[string]*hostState{},
 		vms:        map[string]*vmState{},
 		byRef:      map[string]objKey{},
 		residentOn: map[string]string{},
 	}
+	for c := range numCollections {
+		st.inOrder[c] = map[string]struct{}{}
+	}
+	return st
 }
 
 func xapiRef(id string) string { return "OpaqueRef:" + nameUUID("xosim-ref", id) }
@@ -223,7 +229,13 @@ func (st *store) size(coll collection) int {
 }
 
 func (st *store) appendOrder(coll collection, id string) {
+	// An id removed and added again since the last compaction moves to the end, as a key
+	// deleted and set again does in XO's index.
+	if _, stale := st.inOrder[coll][id]; stale {
+		st.order[coll] = slices.DeleteFunc(st.order[coll], func(x string) bool { return x == id })
+	}
 	st.order[coll] = append(st.order[coll], id)
+	st.inOrder[coll][id] = struct{}{}
 }
 
 // compactOrder drops removed ids once they make up most of the order slice.
@@ -233,14 +245,11 @@ func (st *store) compactOrder(coll collection) {
 		return
 	}
 	out := ids[:0]
-	seen := make(map[string]struct{}, st.size(coll))
 	for _, id := range ids {
-		if _, dup := seen[id]; dup {
-			continue
-		}
 		if st.exists(coll, id) {
-			seen[id] = struct{}{}
 			out = append(out, id)
+		} else {
+			delete(st.inOrder[coll], id)
 		}
 	}
 	clear(ids[len(out):])
