@@ -3,6 +3,7 @@ package xo_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -58,8 +59,14 @@ func requests(t *testing.T, server, op, outcome string) float64 {
 	return metricValue(t, "xenorchestra_api_requests_total", map[string]string{"server": server, "operation": op, "outcome": outcome})
 }
 
+// runs tells apart the runs of a test (go test -count): the metrics registry outlives them.
+var runs atomic.Int32
+
 // named gives the fixture's client a name of its own, so that its metrics are its test's.
-func named(name string) func(*xo.Options) { return func(o *xo.Options) { o.Name = name } }
+func named(base string) (string, func(*xo.Options)) {
+	name := fmt.Sprintf("%s-%d", base, runs.Add(1))
+	return name, func(o *xo.Options) { o.Name = name }
+}
 
 func TestRetriesThenSuccess(t *testing.T) {
 	statuses := []xosim.Fault{{Kind: xosim.FaultStatus, Status: 503, Count: 1}, {Kind: xosim.FaultStatus, Status: 429, Count: 1}}
@@ -82,10 +89,10 @@ func TestRetriesThenSuccess(t *testing.T) {
 		{name: "500 twice with 2 retries", retries: 2, faults: []xosim.Fault{{Kind: xosim.FaultStatus, Status: 500, Count: 2}},
 			failed: map[string]float64{"server_error": 2}},
 	}
-	for i, tc := range cases {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			server := "retry-" + string(rune('a'+i))
-			f := newFixture(t, named(server), func(o *xo.Options) { o.Retries = tc.retries })
+			server, name := named("retry")
+			f := newFixture(t, name, func(o *xo.Options) { o.Retries = tc.retries })
 			path, op := "/rest/v0/vms/"+f.vm, "get vm"
 			if tc.list {
 				path, op = "/rest/v0/vms", "list vms"
@@ -292,30 +299,32 @@ func TestRetriedErrorBodyIsRedacted(t *testing.T) {
 }
 
 func TestMetricsCarryTheServerName(t *testing.T) {
-	f := newFixture(t, named("xo-east"))
+	east, name := named("xo-east")
+	f := newFixture(t, name)
 	if _, err := f.listVMs(t); err != nil {
 		t.Fatal(err)
 	}
-	if got := requests(t, "xo-east", "list vms", "ok"); got != 1 {
-		t.Errorf("list vms counted %v times for xo-east", got)
+	if got := requests(t, east, "list vms", "ok"); got != 1 {
+		t.Errorf("list vms counted %v times for %s", got, east)
 	}
-	if got := requests(t, "xo-east", "list vms stream", "ok"); got != 1 {
-		t.Errorf("list vms stream counted %v times for xo-east", got)
+	if got := requests(t, east, "list vms stream", "ok"); got != 1 {
+		t.Errorf("list vms stream counted %v times for %s", got, east)
 	}
-	if got := metricValue(t, "xenorchestra_api_listed_objects", map[string]string{"server": "xo-east", "collection": "vms"}); got != 2 {
-		t.Errorf("listed objects %v for xo-east, want 2", got)
+	if got := metricValue(t, "xenorchestra_api_listed_objects", map[string]string{"server": east, "collection": "vms"}); got != 2 {
+		t.Errorf("listed objects %v for %s, want 2", got, east)
 	}
-	if got := metricValue(t, "xenorchestra_api_request_duration_seconds", map[string]string{"server": "xo-east", "operation": "list vms"}); got != 1 {
-		t.Errorf("list vms timed %v times for xo-east", got)
+	if got := metricValue(t, "xenorchestra_api_request_duration_seconds", map[string]string{"server": east, "operation": "list vms"}); got != 1 {
+		t.Errorf("list vms timed %v times for %s", got, east)
 	}
 
 	// Without a name, the server is the URL's host:port.
 	d := newFixture(t)
+	host := strings.TrimPrefix(d.srv.URL, "http://")
+	before := requests(t, host, "get vm", "ok") // an earlier run may have had the same port
 	if _, err := d.client.GetVM(context.Background(), d.vm); err != nil {
 		t.Fatal(err)
 	}
-	host := strings.TrimPrefix(d.srv.URL, "http://")
-	if got := requests(t, host, "get vm", "ok"); got != 1 {
+	if got := requests(t, host, "get vm", "ok") - before; got != 1 {
 		t.Errorf("get vm counted %v times for %s", got, host)
 	}
 
@@ -325,7 +334,12 @@ func TestMetricsCarryTheServerName(t *testing.T) {
 	ready := make(chan struct{})
 	got := make(chan xo.Event, 4)
 	go func() {
-		_ = f.client.Watch(ctx, xo.WatchOptions{Ready: func() { close(ready) }}, func(e xo.Event) { got <- e })
+		_ = f.client.Watch(ctx, xo.WatchOptions{Ready: func() { close(ready) }}, func(e xo.Event) {
+			select {
+			case got <- e:
+			case <-ctx.Done():
+			}
+		})
 	}()
 	select {
 	case <-ready:
@@ -343,10 +357,10 @@ func TestMetricsCarryTheServerName(t *testing.T) {
 			t.Fatal("no VM remove event")
 		}
 	}
-	if n := metricValue(t, "xenorchestra_events_total", map[string]string{"server": "xo-east", "collection": "VM", "type": "remove"}); n != 1 {
-		t.Errorf("VM remove events counted %v times for xo-east", n)
+	if n := metricValue(t, "xenorchestra_events_total", map[string]string{"server": east, "collection": "VM", "type": "remove"}); n != 1 {
+		t.Errorf("VM remove events counted %v times for %s", n, east)
 	}
-	if n := requests(t, "xo-east", "open events", "ok"); n != 1 {
-		t.Errorf("open events counted %v times for xo-east", n)
+	if n := requests(t, east, "open events", "ok"); n != 1 {
+		t.Errorf("open events counted %v times for %s", n, east)
 	}
 }
