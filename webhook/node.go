@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -36,11 +35,6 @@ type NodeDefaulter struct {
 }
 
 var _ admission.Defaulter[*corev1.Node] = &NodeDefaulter{}
-
-// SetupWithManager registers the webhook at Path on the manager's webhook server.
-func (d *NodeDefaulter) SetupWithManager(mgr ctrl.Manager) error {
-	return d.Register(mgr.GetWebhookServer())
-}
 
 // Register serves the webhook at Path on srv.
 func (d *NodeDefaulter) Register(srv ctrlwebhook.Server) error {
