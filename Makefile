@@ -19,7 +19,7 @@ build: ## Build bin/xenorchestra-cloud-controller-manager (the same steps as the
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$(BINARY) ./cmd/$(BINARY)
 
 .PHONY: testbin
-testbin: ## Build or reuse kube-apiserver, etcd, kubectl, kubelet and helm for tests (cached).
+testbin: ## Build or reuse etcd, kube-apiserver, kubectl, kubelet and helm for tests (cached).
 	@hack/testbin.sh >/dev/null
 
 .PHONY: openapi
@@ -45,9 +45,13 @@ $(BIN)/golangci-lint:
 lint: $(BIN)/golangci-lint ## Run golangci-lint (pinned under ./bin).
 	$(BIN)/golangci-lint run ./...
 
+# demo builds itself while hack/testbin.sh builds etcd and kube-apiserver (cached), so that on a
+# fresh machine the module downloads of one overlap the compilation of the other.
 .PHONY: demo
 demo: ## Run the whole controller on a local control plane and the XO simulator, and show what it does.
-	go run ./hack/demo
+	@hack/testbin.sh etcd kube-apiserver >/dev/null & tb=$$!; \
+	go build -o $(BIN)/demo ./hack/demo; built=$$?; \
+	wait $$tb && (exit $$built) && $(BIN)/demo
 
 .PHONY: run-xosim
 run-xosim: ## Serve hack/demo-inventory.yaml with the XO simulator on loopback.

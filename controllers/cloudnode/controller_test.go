@@ -37,8 +37,6 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, testenv.Options{}, &env)) 
 type fixture struct {
 	*testenv.Fixture
 	r *Reconciler
-	// host is the host the fixture's VMs run on.
-	host string
 }
 
 const (
@@ -67,7 +65,7 @@ func fixtureOptions(stream bool) testenv.FixtureOptions {
 func newFixtureWith(t *testing.T, o testenv.FixtureOptions) *fixture {
 	t.Helper()
 	tf := testenv.NewFixture(t, env, o)
-	f := &fixture{Fixture: tf, host: tf.Host1}
+	f := &fixture{Fixture: tf}
 	f.r = f.newReconciler(env.Client, node.LabelOptions{})
 	return f
 }
@@ -75,15 +73,6 @@ func newFixtureWith(t *testing.T, o testenv.FixtureOptions) *fixture {
 // newReconciler returns the controller on the fixture's estate.
 func (f *fixture) newReconciler(c client.Client, labels node.LabelOptions) *Reconciler {
 	return New(c, f.Estate, f.Rec, clock.RealClock{}, Options{Labels: labels, Workers: 4})
-}
-
-// addVM adds a running VM (2 vCPUs, 4 GiB by default) and waits until the inventory holds it.
-func (f *fixture) addVM(spec xosim.VMSpec) string { f.T.Helper(); return f.AddVM(spec) }
-
-// sync brings the inventory up to date: it relists without event stream, and waits for cond.
-func (f *fixture) sync(cond func(*inventory.Snapshot) bool) {
-	f.T.Helper()
-	f.WaitInventory("the inventory to catch up", cond)
 }
 
 // nodeName returns a node name unique in the test run.
@@ -105,11 +94,11 @@ func uninitialized(n *corev1.Node) bool {
 func (f *fixture) wantLabels(vmName string) map[string]string {
 	return map[string]string{
 		node.LabelRegion:       f.Pool,
-		node.LabelZone:         f.host,
+		node.LabelZone:         f.Host1,
 		node.LabelInstanceType: "2vCPU-4GB",
 		node.LabelPoolID:       f.Pool,
 		node.LabelPoolName:     "Pool-A",
-		node.LabelHostID:       f.host,
+		node.LabelHostID:       f.Host1,
 		node.LabelHostName:     hostName,
 		node.LabelVMName:       vmName,
 	}
@@ -241,7 +230,7 @@ func TestInitialize(t *testing.T) {
 			name := nodeName(t)
 			spec := tc.vm
 			spec.NameLabel = name
-			vmID := f.addVM(spec)
+			vmID := f.AddVM(spec)
 			n := tc.node(f, name, vmID)
 			f.createNode(n)
 			initializedBefore := testenv.CounterValue(t, initializationsTotal.WithLabelValues(resultInitialized))
@@ -293,7 +282,7 @@ func TestInitialize(t *testing.T) {
 func TestInitializeWebhookPreset(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
-	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.1.5"}, Tags: []string{"k8s.xenorchestra/label:example.com/tier=web"}})
+	vmID := f.AddVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.1.5"}, Tags: []string{"k8s.xenorchestra/label:example.com/tier=web"}})
 	labels := node.LabelOptions{TagLabelPrefixes: []string{"example.com/"}}
 	f.r = f.newReconciler(env.Client, labels)
 	n := testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
@@ -329,7 +318,7 @@ func TestInitializeWebhookPreset(t *testing.T) {
 func TestLegacyProviderIDKept(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
-	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.2.5"}})
+	vmID := f.AddVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.2.5"}})
 	legacy := "xeorchestra://" + f.Pool + "/" + vmID
 	f.createNode(testenv.KubeletNode(name, testenv.WithProviderID(legacy)))
 
@@ -341,8 +330,8 @@ func TestLegacyProviderIDKept(t *testing.T) {
 func TestAmbiguousNameKeepsTaint(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
-	f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.5"}})
-	f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.6"}})
+	f.AddVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.5"}})
+	f.AddVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pv", IPs: []string{"10.0.3.6"}})
 	f.createNode(testenv.KubeletNode(name))
 	before := f.Get(name)
 
@@ -371,7 +360,7 @@ func TestAmbiguousNameKeepsTaint(t *testing.T) {
 func TestRequiredFieldMissing(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
-	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.4.5"}, Extra: map[string]any{"CPUs": map[string]any{"max": 0, "number": 0}}})
+	vmID := f.AddVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.4.5"}, Extra: map[string]any{"CPUs": map[string]any{"max": 0, "number": 0}}})
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
 
 	if res := f.reconcile(name); res.RequeueAfter <= 0 {
@@ -382,7 +371,7 @@ func TestRequiredFieldMissing(t *testing.T) {
 	if !uninitialized(got) {
 		t.Error("taint removed although the instance type is unknown")
 	}
-	if got.Spec.ProviderID != node.FormatProviderID(f.Pool, vmID) || got.Labels[node.LabelRegion] != f.Pool || got.Labels[node.LabelZone] != f.host {
+	if got.Spec.ProviderID != node.FormatProviderID(f.Pool, vmID) || got.Labels[node.LabelRegion] != f.Pool || got.Labels[node.LabelZone] != f.Host1 {
 		t.Errorf("providerID %q, labels %v: want what is known set", got.Spec.ProviderID, got.Labels)
 	}
 	if _, ok := got.Labels[node.LabelInstanceType]; ok {
@@ -396,7 +385,7 @@ func TestRequiredFieldMissing(t *testing.T) {
 	if err := f.Sim.UpdateVM(vmID, func(s *xosim.VMSpec) { s.Extra = nil; s.CPUs = 2 }); err != nil {
 		t.Fatal(err)
 	}
-	f.sync(func(s *inventory.Snapshot) bool { return node.InstanceType(s.VM(vmID)) != "" })
+	f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return node.InstanceType(s.VM(vmID)) != "" })
 	f.reconcile(name)
 	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.4.5"))
 }
@@ -412,7 +401,7 @@ func TestForeignProviderIDUntouched(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := nodeName(t)
-			vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.5.5"}})
+			vmID := f.AddVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.5.5"}})
 			opts := append([]testenv.NodeOption{testenv.WithSystemUUID(vmID), testenv.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")}, tc.opts...)
 			f.createNode(testenv.KubeletNode(name, opts...))
 			before := f.Get(name)
@@ -435,7 +424,7 @@ func TestForeignProviderIDUntouched(t *testing.T) {
 func TestAddressesFollowGuestIP(t *testing.T) {
 	f := newFixture(t, false)
 	name := nodeName(t)
-	vmID := f.addVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.6.5"}})
+	vmID := f.AddVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.6.5"}})
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
 	f.reconcile(name)
 	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), nil, addrs(name, "10.0.6.5"))
@@ -443,7 +432,7 @@ func TestAddressesFollowGuestIP(t *testing.T) {
 	if err := f.Sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.6.99", "0/ipv6/0": "fd00::99"}); err != nil {
 		t.Fatal(err)
 	}
-	f.sync(func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.6.99")) == 1 })
+	f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.6.99")) == 1 })
 	f.reconcile(name)
 
 	got := f.Get(name)
@@ -474,7 +463,7 @@ func runFault(t *testing.T, fc faultCase) {
 	f.r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond)
 
 	oldName := nodeName(t)
-	oldVM := f.addVM(xosim.VMSpec{NameLabel: oldName, IPs: []string{"10.0.7.5"}})
+	oldVM := f.AddVM(xosim.VMSpec{NameLabel: oldName, IPs: []string{"10.0.7.5"}})
 	f.createNode(testenv.KubeletNode(oldName, testenv.WithSystemUUID(oldVM)))
 	f.reconcile(oldName)
 	oldBefore := f.Get(oldName)
@@ -521,7 +510,7 @@ func runFault(t *testing.T, fc faultCase) {
 	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.7.6"))
 
 	// And the inventory recovers too: the old node's new address arrives.
-	f.sync(func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.7.50")) == 1 })
+	f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return len(s.VMsByAddress("10.0.7.50")) == 1 })
 	f.reconcile(oldName)
 	if got := f.Get(oldName); !node.AddressesEqual(got.Status.Addresses, addrs(oldName, "10.0.7.50")) {
 		t.Errorf("old node addresses = %v after recovery", got.Status.Addresses)
@@ -602,13 +591,13 @@ func TestFaultPoolDisconnected(t *testing.T) {
 			if err := f.Sim.DisconnectPool(f.Pool); err != nil {
 				f.T.Fatal(err)
 			}
-			f.sync(func(s *inventory.Snapshot) bool { return !s.PoolConnected(f.Pool) })
+			f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return !s.PoolConnected(f.Pool) })
 		},
 		clear: func(f *fixture) {
 			if err := f.Sim.ReconnectPool(f.Pool); err != nil {
 				f.T.Fatal(err)
 			}
-			f.sync(func(s *inventory.Snapshot) bool { return s.PoolConnected(f.Pool) })
+			f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return s.PoolConnected(f.Pool) })
 		},
 		reason: node.ReasonVMNotResolved,
 	})
@@ -634,7 +623,7 @@ func TestFaultStalledEventStream(t *testing.T) {
 		t.Errorf("%d direct reads of the VM, want 1", n)
 	}
 	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), map[string]string{
-		node.LabelRegion: f.Pool, node.LabelZone: f.host, node.LabelInstanceType: "2vCPU-4GB",
+		node.LabelRegion: f.Pool, node.LabelZone: f.Host1, node.LabelInstanceType: "2vCPU-4GB",
 	}, addrs(name, "10.0.8.5"))
 }
 
@@ -713,7 +702,7 @@ func TestNameMatchNotBlockedByOtherPools(t *testing.T) {
 			f := newFixtureWith(t, o)
 			f.X.AddPool(t, tc.pool)
 			name := nodeName(t)
-			vmID := f.addVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh", IPs: []string{"10.0.10.5"}})
+			vmID := f.AddVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh", IPs: []string{"10.0.10.5"}})
 			f.createNode(testenv.KubeletNode(name))
 			before := f.Get(name)
 			f.reconcile(name)

@@ -5,7 +5,6 @@ package estatetest
 
 import (
 	"context"
-	"maps"
 	"os"
 	"slices"
 	"testing"
@@ -123,9 +122,6 @@ func initialized(t *testing.T, name string) bool {
 	t.Helper()
 	return !node.HasTaint(env.Node(t, name).Spec.Taints, node.TaintUninitialized, "")
 }
-
-// sameLabels reports whether two label sets are equal.
-func sameLabels(a, b map[string]string) bool { return maps.Equal(a, b) }
 
 // hasTaint reports whether the stored Node has a taint with this key.
 func hasTaint(t *testing.T, name, key string) bool {

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -57,8 +58,8 @@ func run(ctx context.Context) error {
 	ctrl.SetLogger(zap.New(zap.Level(zapcore.ErrorLevel)))
 	root := testenv.RepoRoot()
 
-	step("Preparing the control-plane binaries (the first run builds them from source: about 10 minutes)")
-	tb := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "testbin.sh"))
+	step("Preparing etcd and kube-apiserver (the first run builds them from source: several minutes)")
+	tb := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "testbin.sh"), "etcd", "kube-apiserver")
 	tb.Stderr = os.Stderr
 	out, err := tb.Output()
 	if err != nil {
@@ -100,11 +101,6 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
-	kubeconfig := filepath.Join(os.TempDir(), fmt.Sprintf("xo-ccm-demo-%d.kubeconfig", os.Getpid()))
-	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
-		return err
-	}
-	defer os.Remove(kubeconfig)
 
 	step("Starting xenorchestra-cloud-controller-manager (webhook over TLS + cloud-node, cloud-node-lifecycle, cloud-node-label-sync)")
 	probe, err := testenv.FreeLoopbackAddr()
@@ -161,7 +157,9 @@ func run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	kubectl(ctx, bin, kubeconfig)
+	if err := printNodes(ctx, c); err != nil {
+		return err
+	}
 
 	step("Live migration: k8s-worker-1 moves to xcp-a-02 in XO")
 	var hostA2 string
@@ -233,7 +231,9 @@ func run(ctx context.Context) error {
 		}
 	}
 	fmt.Printf("after 5 s: %d of %d Nodes of the lost pool kept (the upstream controller deletes them all)\n", kept, len(inPool))
-	kubectl(ctx, bin, kubeconfig)
+	if err := printNodes(ctx, c); err != nil {
+		return err
+	}
 
 	step("Done; stopping everything")
 	stopMgr()
@@ -243,16 +243,43 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-func kubectl(ctx context.Context, bin, kubeconfig string) {
-	for _, args := range [][]string{
-		{"get", "node", "-L", "topology.kubernetes.io/region,topology.kubernetes.io/zone,node.kubernetes.io/instance-type"},
-		{"get", "node", "-o", "custom-columns=NAME:.metadata.name,PROVIDER-ID:.spec.providerID,HOST:.metadata.labels.topology\\.k8s\\.xenorchestra/host_name_label,TAINTS:.spec.taints[*].key"},
-	} {
-		fmt.Println("$ kubectl " + strings.Join(args, " "))
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		_ = cmd.Run()
+// printNodes prints the Nodes as two tables, the columns `kubectl get node` would show with the
+// topology labels, then providerID, XO host and taints. It reads them with the demo's client, so
+// the demo needs no kubectl binary.
+func printNodes(ctx context.Context, c client.Client) error {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
 	}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	w := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSTATUS\tREGION\tZONE\tINSTANCE-TYPE")
+	for _, n := range nodes.Items {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, readiness(&n), n.Labels[node.LabelRegion], n.Labels[node.LabelZone], n.Labels[node.LabelInstanceType])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "NAME\tPROVIDER-ID\tHOST\tTAINTS")
+	for _, n := range nodes.Items {
+		var taints []string
+		for _, t := range n.Spec.Taints {
+			taints = append(taints, t.Key)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels[node.LabelHostName], strings.Join(taints, ","))
+	}
+	return w.Flush()
+}
+
+// readiness is the STATUS column of `kubectl get node`, without its scheduling part.
+func readiness(n *corev1.Node) string {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return "Ready"
+			}
+			return "NotReady"
+		}
+	}
+	return "Unknown"
 }
 
 func waitReady(ctx context.Context, url string, done <-chan error) error {

@@ -130,25 +130,20 @@ func (x *XO) startOnFakeClock(t testing.TB, clk *clocktesting.FakeClock, o inven
 	return x.StartInventory(t, o)
 }
 
-// Settle moves the fake clock on until the inventory trusts every given pool: the settle
-// time of their (re)connection passes and a listing follows. The inventory must already have
-// seen them connected (Snapshot.Settling) or trust them.
+// Settle makes the inventory trust the given pools, which XO reports connected: a listing
+// sees them connected now (if none did before), the fake clock moves on by exactly the settle
+// time, and a full listing follows. The pools are trusted from the fake clock's new time on.
 func (f *Fixture) Settle(pools ...string) {
 	f.T.Helper()
-	if f.Clock == nil {
-		f.T.Fatal("Settle needs FixtureOptions.FakeClock")
+	f.Relist()
+	f.Step(f.SettleTime)
+	f.Relist()
+	s := f.Inventory.Snapshot()
+	for _, p := range pools {
+		if !s.PoolConnected(p) {
+			f.T.Fatalf("pool %s not trusted after the settle time and a listing", p)
+		}
 	}
-	Eventually(f.T, 5*time.Second, "the inventory to trust pools "+strings.Join(pools, ", "), func() bool {
-		s := f.Inventory.Snapshot()
-		all := true
-		for _, p := range pools {
-			all = all && s.PoolConnected(p)
-		}
-		if !all && s.Settling() {
-			f.Clock.Step(f.SettleTime)
-		}
-		return all
-	})
 }
 
 // Step moves the fake clock on by d.

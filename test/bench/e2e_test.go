@@ -47,7 +47,8 @@ var (
 	flagCreators = flag.Int("bench.creators", 64, "Goroutines creating Nodes at once in a burst.")
 	flagBinary   = flag.String("bench.binary", "", "The controller binary; empty builds ./cmd/xenorchestra-cloud-controller-manager.")
 	flagCommand  = flag.String("bench.command", "make bench", "The command that reproduces the run, for the report.")
-	flagPhases   = flag.String("bench.phases", "steady,reactions,churn", "Phases to run after the bursts.")
+	flagPhases   = flag.String("bench.phases", "steady,reactions,churn,estates", "Phases to run besides the bursts: steady, reactions, churn, estates.")
+	flagSettle   = flag.Duration("bench.settle", 30*time.Second, "inventory.settleTime of every run of the controller (the default is 30s).")
 	flagWindow   = flag.Duration("bench.window", 0, "Steady-state window; 0: 2 resync periods (quick) or 5.")
 	flagSamples  = flag.Int("bench.samples", 0, "Reaction samples per change and mode; 0: 10 (quick) or 20.")
 	flagModes    = flag.String("bench.webhook-modes", "off,on", "Webhook modes of the bursts; the later phases need \"on\".")
@@ -58,6 +59,13 @@ var (
 	// flagProfiles runs the controller with --profiling and saves its heap profile at the end of
 	// each memory reading, for `go tool pprof`.
 	flagProfiles = flag.String("bench.profile-dir", "", "Save the controller's heap profile of each memory reading in this folder.")
+
+	// The estates phase (issue #10) has simulators of its own.
+	flagEstateVMs   = flag.Int("bench.estate-vms", 5000, "Estates: VMs of each of the two XO servers.")
+	flagEstateNodes = flag.Int("bench.estate-nodes", 1000, "Estates: Nodes split across the two XO servers.")
+	flagOutageNodes = flag.Int("bench.outage-nodes", 500, "Estates: Nodes of one XO server created while the other is down.")
+	flagScopeVMs    = flag.Int("bench.scope-vms", 10000, "Estates: VMs of the XO server with a pool scope.")
+	flagScopePools  = flag.Int("bench.scope-pools", 20, "Estates: pools of the XO server with a pool scope, 2 of them in scope.")
 )
 
 const (
@@ -125,6 +133,9 @@ func TestEndToEnd(t *testing.T) {
 	if slices.Contains(phases, "churn") && *flagChurn > 0 {
 		h.run("churn", func() { h.churn(n, *flagChurn) })
 	}
+	if slices.Contains(phases, "estates") {
+		h.estates()
+	}
 	h.stopController()
 }
 
@@ -135,7 +146,7 @@ func newHarness(t *testing.T) *harness {
 	load, _ := bench.LoadAvg()
 	h.res = &bench.Results{
 		Quick: *flagQuick, Command: *flagCommand, Started: time.Now(), Creators: *flagCreators,
-		Pools: *flagPools, Hosts: *flagPools * *flagHosts, VMs: *flagVMs,
+		Pools: *flagPools, Hosts: *flagPools * *flagHosts, VMs: *flagVMs, SettleTime: *flagSettle,
 		Machine: bench.Machine{
 			CPUs: runtime.NumCPU(), CPUModel: bench.CPUModel(), GoVersion: runtime.Version(),
 			OS: runtime.GOOS + "/" + runtime.GOARCH, Kernel: bench.Kernel(), LoadStart: load,
@@ -151,7 +162,7 @@ func newHarness(t *testing.T) *harness {
 		}
 	}
 	t.Logf("building the simulated XO: %d pools, %d hosts each, %d VMs", *flagPools, *flagHosts, *flagVMs)
-	h.xo = newSimXO(t, *flagPools, *flagHosts, *flagVMs)
+	h.xo = newSimXO(t, simSpec{Pools: *flagPools, HostsPerPool: *flagHosts, VMs: *flagVMs})
 
 	t.Log("starting etcd and kube-apiserver")
 	h.env, err = testenv.Start(testenv.Options{Webhook: true})
@@ -247,19 +258,29 @@ func (h *harness) burst(n int, webhook bool) {
 		h.t.Fatal(err)
 	}
 	c := h.restartController(controllerOpts{Webhook: webhook})
-	if err := h.setWebhook(ctx, webhook); err != nil {
+	if err := h.setWebhook(ctx, webhook, h.xo.vms[len(h.xo.vms)-1]); err != nil {
 		h.t.Fatal(err)
 	}
 	if _, err := c.settle(ctx, time.Minute); err != nil {
 		h.t.Log(err)
 	}
+	b := h.measureBurst(c, fmt.Sprintf("burst of %d Nodes (webhook %t)", n, webhook), h.xo.vms[:n], webhook, h.xo)
+	h.res.Bursts = append(h.res.Bursts, b)
+}
+
+// measureBurst creates the Nodes of vms at once, as their kubelets would, with c running, and
+// measures their initialization. The XO requests counted are those of sims.
+func (h *harness) measureBurst(c *controller, what string, vms []vmInfo, webhook bool, sims ...*simXO) bench.Burst {
+	ctx := h.ctx
+	n := len(vms)
 	load, _ := bench.LoadAvg()
-	vms := h.xo.vms[:n]
 	names := make([]string, n)
 	for i, vm := range vms {
 		names[i] = vm.Name
 	}
-	h.xo.sim.ResetCounters()
+	for _, x := range sims {
+		x.sim.ResetCounters()
+	}
 	apiBefore, err := h.apiMetrics(ctx)
 	if err != nil {
 		h.t.Fatal(err)
@@ -307,7 +328,7 @@ wait:
 		case <-deadline:
 			break wait
 		case <-ctx.Done():
-			return
+			break wait
 		}
 		done = h.watch.initCount(names)
 	}
@@ -331,10 +352,22 @@ wait:
 	}
 	b.P50, b.P99, b.Max = bench.Percentile(b.Latencies, 0.5), bench.Percentile(b.Latencies, 0.99), bench.Percentile(b.Latencies, 1)
 	b.CreateP50, b.CreateP99 = bench.Percentile(took, 0.5), bench.Percentile(took, 0.99)
-	b.XORequests = h.xo.requests()
+	b.XORequests = map[string]int64{}
+	for _, x := range sims {
+		for k, v := range x.requests() {
+			b.XORequests[k] += v
+		}
+	}
+	// The writes and conflicts the burst causes include those after the last Node is
+	// initialized (an event, a label the webhook left to the controller): wait until the
+	// controller is quiet.
+	if _, err := c.settle(ctx, 30*time.Second); err != nil {
+		h.t.Logf("%s: %v", what, err)
+	}
 	b.CPU = cpuDelta(cpuBefore, h.cpuTimes(c))
 	if apiAfter, err := h.apiMetrics(ctx); err == nil {
 		b.APIRequests = bench.Delta(bench.APIRequests(apiBefore, "nodes", "events"), bench.APIRequests(apiAfter, "nodes", "events"))
+		b.Conflicts = bench.Delta(bench.APIResponses(apiBefore, "409"), bench.APIResponses(apiAfter, "409"))
 		if m, _, ok := bench.MeanDelta(apiBefore, apiAfter, "apiserver_admission_webhook_admission_duration_seconds", map[string]string{"operation": "CREATE"}); ok {
 			b.AdmissionMean = seconds(m)
 		}
@@ -342,6 +375,8 @@ wait:
 			b.CreateServerMean = seconds(m)
 		}
 		b.FailOpen = int64(bench.Sum(apiAfter, "apiserver_admission_webhook_fail_open_count", nil) - bench.Sum(apiBefore, "apiserver_admission_webhook_fail_open_count", nil))
+	} else {
+		h.fail("%s: %v", what, err)
 	}
 	if ctrlAfter, err := c.scrape(); err == nil {
 		if m, _, ok := bench.MeanDelta(ctrlBefore, ctrlAfter, "controller_runtime_webhook_latency_seconds", nil); ok {
@@ -349,23 +384,22 @@ wait:
 		}
 	}
 	if pm, err := bench.ProcMemory(c.pid()); err == nil {
-		hwm := pm.HWM
-		b.ControllerPeakRSS = hwm
+		b.ControllerPeakRSS = pm.HWM
 	}
-	h.res.Bursts = append(h.res.Bursts, b)
-	h.t.Logf("%d Nodes, webhook %t: %d initialized, total %s (CREATEs done after %s), p50 %s, p99 %s, max %s; CREATE p50 %s p99 %s (API server mean %s, of which webhook call %s, webhook server %s; %d failed open); labelled at CREATE %d; XO %v; CPU %v",
-		n, webhook, done, b.Total.Round(time.Millisecond), b.CreatesDone.Round(time.Millisecond), b.P50.Round(time.Millisecond), b.P99.Round(time.Millisecond), b.Max.Round(time.Millisecond),
+	h.t.Logf("%s: %d initialized, total %s (CREATEs done after %s), p50 %s, p99 %s, max %s; CREATE p50 %s p99 %s (API server mean %s, of which webhook call %s, webhook server %s; %d failed open); labelled at CREATE %d; XO %v; 409s %v; CPU %v",
+		what, done, b.Total.Round(time.Millisecond), b.CreatesDone.Round(time.Millisecond), b.P50.Round(time.Millisecond), b.P99.Round(time.Millisecond), b.Max.Round(time.Millisecond),
 		b.CreateP50.Round(time.Millisecond), b.CreateP99.Round(time.Millisecond), b.CreateServerMean.Round(time.Microsecond), b.AdmissionMean.Round(time.Microsecond), b.WebhookServerMean.Round(time.Microsecond), b.FailOpen,
-		b.LabelledAtCreate, b.XORequests, b.CPU)
+		b.LabelledAtCreate, b.XORequests, b.Conflicts, b.CPU)
 	if b.FailOpen > 0 {
-		h.fail("burst of %d Nodes: %d webhook calls failed open (the Nodes were admitted without the webhook)", n, b.FailOpen)
+		h.fail("%s: %d webhook calls failed open (the Nodes were admitted without the webhook)", what, b.FailOpen)
 	}
 	if done < n {
-		h.fail("burst of %d Nodes (webhook %t): only %d initialized within %s\n%s", n, webhook, done, burstTimeout, tail(c.log))
+		h.fail("%s: only %d initialized within %s\n%s", what, done, burstTimeout, tail(c.log))
 	}
 	if createErrs.Load() > 0 {
-		h.fail("burst of %d Nodes (webhook %t): %d CREATEs failed", n, webhook, createErrs.Load())
+		h.fail("%s: %d CREATEs failed", what, createErrs.Load())
 	}
+	return b
 }
 
 // --- steady state --------------------------------------------------------------------------------
@@ -502,7 +536,7 @@ func (h *harness) upstream(n int) {
 		wg.Go(func() {
 			for vm := range jobs {
 				for _, path := range []string{"/vms/" + vm.ID, "/hosts/" + vm.Host, "/pools/" + vm.Pool} {
-					if err := httpGet(ctx, hc, h.xo.srv.URL+xosim.BasePath+path); err != nil {
+					if err := httpGet(ctx, hc, h.xo.url+xosim.BasePath+path); err != nil {
 						errs.Add(1)
 					}
 				}
@@ -598,8 +632,30 @@ func (h *harness) reactions(n int, mode string) {
 				func() error { return h.xo.sim.Migrate(vm.ID, host) }, nil
 		}},
 	}
+	type pending struct {
+		name  string
+		start time.Time
+		wait  chan time.Time
+	}
 	for _, ch := range changes {
 		r := bench.Reaction{Kind: ch.kind, Mode: mode, Nodes: h.watch.count()}
+		timeout := sampleTimeout
+		// A deletion waits the settle time by design: its samples overlap, each change made
+		// without waiting for the previous Node's deletion, so that the waits run together.
+		overlap := ch.kind == bench.ReactionDeleted
+		if overlap {
+			r.Settle = *flagSettle
+			timeout += *flagSettle
+		}
+		var waits []pending
+		collect := func(p pending) {
+			if at, ok := await(ctx, p.wait, max(timeout-time.Since(p.start), time.Millisecond)); ok {
+				r.Samples = append(r.Samples, at.Sub(p.start))
+			} else {
+				h.watch.unregister(p.name, p.wait)
+				r.Failed++
+			}
+		}
 		for k := range samples {
 			if h.used >= n {
 				h.fail("reactions: out of Nodes")
@@ -623,20 +679,25 @@ func (h *harness) reactions(n int, mode string) {
 				h.fail("reactions: %s on %s: %v", ch.kind, vm.Name, err)
 				continue
 			}
-			if at, ok := await(ctx, wait, sampleTimeout); ok {
-				r.Samples = append(r.Samples, at.Sub(start))
+			if p := (pending{vm.Name, start, wait}); overlap {
+				waits = append(waits, p)
 			} else {
-				h.watch.unregister(vm.Name, wait)
-				r.Failed++
+				collect(p)
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+		for _, p := range waits {
+			collect(p)
 		}
 		h.res.Reactions = append(h.res.Reactions, r)
 		h.t.Logf("%s (%s, %d Nodes): %d samples, min %s, p50 %s, max %s, %d timed out", ch.kind, mode, r.Nodes, len(r.Samples),
 			bench.Percentile(r.Samples, 0.01).Round(time.Millisecond), bench.Percentile(r.Samples, 0.5).Round(time.Millisecond),
 			bench.Percentile(r.Samples, 1).Round(time.Millisecond), r.Failed)
 		if r.Failed > 0 {
-			h.fail("%s (%s): %d of %d samples timed out after %s", ch.kind, mode, r.Failed, samples, sampleTimeout)
+			h.fail("%s (%s): %d of %d samples timed out after %s", ch.kind, mode, r.Failed, samples, timeout)
+		}
+		if overlap && len(r.Samples) > 0 && slices.Min(r.Samples) < r.Settle {
+			h.fail("%s (%s): a Node deleted %s after its VM, before the settle time of %s", ch.kind, mode, slices.Min(r.Samples).Round(time.Millisecond), r.Settle)
 		}
 	}
 	if mode == bench.ModeRelist {

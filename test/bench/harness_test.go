@@ -10,10 +10,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,36 +50,51 @@ type vmInfo struct {
 // simXO is the XO simulator served over HTTP with its inventory.
 type simXO struct {
 	sim   *xosim.Server
-	srv   *httptest.Server
+	x     *testenv.XO
+	url   string
 	vms   []vmInfo
 	hosts map[string][]string // pool → hosts
 	pools []string
 }
 
-// newSimXO builds pools × hostsPerPool hosts and n running VMs spread over them.
-func newSimXO(t testing.TB, pools, hostsPerPool, n int) *simXO {
+// simSpec describes a simulated XO.
+type simSpec struct {
+	// Prefix starts the names of its pools, hosts and VMs ("" for the main simulator), so
+	// that Nodes of several simulators have distinct names.
+	Prefix string
+	// Pools × HostsPerPool hosts, and VMs running VMs spread over them.
+	Pools, HostsPerPool, VMs int
+	// IPBase is the index of the first VM's address (see vmIP), so that several simulators
+	// give distinct addresses.
+	IPBase int
+}
+
+// newSimXO builds the simulator's pools, hosts and running VMs and serves it on a loopback
+// listener (testenv.XO, which can close it to refuse connections).
+func newSimXO(t testing.TB, sp simSpec) *simXO {
 	t.Helper()
-	s := &simXO{sim: xosim.New(xosim.Options{Tokens: []string{benchToken}}), hosts: map[string][]string{}}
-	for p := range pools {
-		pool, err := s.sim.AddPool(xosim.PoolSpec{NameLabel: fmt.Sprintf("pool-%d", p)})
+	x := testenv.NewXO(t, testenv.XOOptions{Token: benchToken})
+	s := &simXO{sim: x.Sim, x: x, url: x.URL, hosts: map[string][]string{}}
+	for p := range sp.Pools {
+		pool, err := s.sim.AddPool(xosim.PoolSpec{NameLabel: fmt.Sprintf("%spool-%d", sp.Prefix, p)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.pools = append(s.pools, pool)
-		for h := range hostsPerPool {
-			id, err := s.sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: fmt.Sprintf("xcp-%d-%02d", p, h)})
+		for h := range sp.HostsPerPool {
+			id, err := s.sim.AddHost(xosim.HostSpec{PoolID: pool, NameLabel: fmt.Sprintf("%sxcp-%d-%02d", sp.Prefix, p, h)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			s.hosts[pool] = append(s.hosts[pool], id)
 		}
 	}
-	specs := make([]xosim.VMSpec, n)
-	for i := range n {
-		pool := s.pools[i%pools]
+	specs := make([]xosim.VMSpec, sp.VMs)
+	for i := range sp.VMs {
+		pool := s.pools[i%sp.Pools]
 		specs[i] = xosim.VMSpec{
-			PoolID: pool, HostID: s.hosts[pool][(i/pools)%hostsPerPool], NameLabel: fmt.Sprintf("k8s-node-%05d", i),
-			CPUs: 4, Memory: 8 * xosim.GiB, IPs: []string{vmIP(i)},
+			PoolID: pool, HostID: s.hosts[pool][(i/sp.Pools)%sp.HostsPerPool], NameLabel: fmt.Sprintf("%sk8s-node-%05d", sp.Prefix, i),
+			CPUs: 4, Memory: 8 * xosim.GiB, IPs: []string{vmIP(sp.IPBase + i)},
 			Tags: []string{"k8s.xenorchestra/label:tag.k8s.xenorchestra/env=bench"},
 		}
 		if i%5 == 0 {
@@ -92,14 +107,26 @@ func newSimXO(t testing.TB, pools, hostsPerPool, n int) *simXO {
 	}
 	for i, id := range ids {
 		uuid, _ := s.sim.GuestSystemUUID(id)
-		s.vms = append(s.vms, vmInfo{ID: id, Name: specs[i].NameLabel, IP: vmIP(i), Pool: specs[i].PoolID, Host: specs[i].HostID, SystemUUID: uuid})
+		s.vms = append(s.vms, vmInfo{ID: id, Name: specs[i].NameLabel, IP: vmIP(sp.IPBase + i), Pool: specs[i].PoolID, Host: specs[i].HostID, SystemUUID: uuid})
 	}
-	s.srv = httptest.NewServer(s.sim)
-	t.Cleanup(func() {
-		s.sim.CloseEventStreams()
-		s.srv.Close()
-	})
 	return s
+}
+
+// down closes the simulator's event streams and listener: connections are refused.
+func (s *simXO) down() {
+	s.sim.CloseEventStreams()
+	s.x.Close()
+}
+
+// inPools returns the VMs of the given pools, in order.
+func (s *simXO) inPools(pools ...string) []vmInfo {
+	var out []vmInfo
+	for _, vm := range s.vms {
+		if slices.Contains(pools, vm.Pool) {
+			out = append(out, vm)
+		}
+	}
+	return out
 }
 
 func vmIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", 100+i/62500, (i/250)%250, i%250+1) }
@@ -161,10 +188,43 @@ func kubeletNode(vm vmInfo) *corev1.Node {
 
 // --- the controller subprocess -------------------------------------------------------------------
 
-// controllerConfig is the controller's config file content beyond url and token.
+// controllerConfig is the controller's config file content.
 type controllerConfig struct {
+	// Clusters are the XO servers; none: the single-server form with the main simulator.
+	Clusters     []clusterConfig
 	ResyncPeriod time.Duration
 	PollPeriod   time.Duration
+}
+
+// clusterConfig is one entry of the config's clusters list.
+type clusterConfig struct {
+	Name, URL string
+	// Pools is the server's pool scope (pool names or uuids); empty: every pool.
+	Pools []string
+}
+
+// yaml writes the config file: every run sets inventory.settleTime explicitly.
+func (cc controllerConfig) yaml(mainURL string) string {
+	var b strings.Builder
+	if len(cc.Clusters) == 0 {
+		fmt.Fprintf(&b, "url: %s\ntoken: %q\n", mainURL, benchToken)
+	} else {
+		b.WriteString("clusters:\n")
+		for _, c := range cc.Clusters {
+			fmt.Fprintf(&b, "  - name: %s\n    url: %s\n    token: %q\n", c.Name, c.URL, benchToken)
+			if len(c.Pools) > 0 {
+				fmt.Fprintf(&b, "    pools: [%s]\n", strings.Join(c.Pools, ", "))
+			}
+		}
+	}
+	fmt.Fprintf(&b, "inventory:\n  settleTime: %s\n", *flagSettle)
+	if cc.ResyncPeriod > 0 {
+		fmt.Fprintf(&b, "  resyncPeriod: %s\n", cc.ResyncPeriod)
+	}
+	if cc.PollPeriod > 0 {
+		fmt.Fprintf(&b, "  pollPeriod: %s\n", cc.PollPeriod)
+	}
+	return b.String()
 }
 
 // controller is the real binary running as a subprocess.
@@ -191,18 +251,8 @@ func (h *harness) startController(ctx context.Context, o controllerOpts) (*contr
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf("url: %s\ntoken: %q\n", h.xo.srv.URL, benchToken)
-	if o.Config.ResyncPeriod > 0 || o.Config.PollPeriod > 0 {
-		cfg += "inventory:\n"
-		if o.Config.ResyncPeriod > 0 {
-			cfg += fmt.Sprintf("  resyncPeriod: %s\n", o.Config.ResyncPeriod)
-		}
-		if o.Config.PollPeriod > 0 {
-			cfg += fmt.Sprintf("  pollPeriod: %s\n", o.Config.PollPeriod)
-		}
-	}
 	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, []byte(o.Config.yaml(h.xo.url)), 0o600); err != nil {
 		return nil, err
 	}
 	probe, err := freeAddr()
@@ -340,6 +390,24 @@ func (c *controller) settle(ctx context.Context, timeout time.Duration) (time.Du
 		}
 	}
 	return time.Since(start), fmt.Errorf("controller still busy after %s", timeout)
+}
+
+// await polls the controller's metrics until cond holds.
+func (c *controller) await(ctx context.Context, timeout time.Duration, cond func([]bench.Sample) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if m, err := c.scrape(); err == nil && cond(m) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("condition not met after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // memory reads the controller's resident set and Go figures.
@@ -674,8 +742,9 @@ func (h *harness) deleteAllNodes(ctx context.Context) error {
 }
 
 // setWebhook registers or removes the MutatingWebhookConfiguration envtest installed, then
-// checks with a probe Node that the API server calls the webhook (or not).
-func (h *harness) setWebhook(ctx context.Context, on bool) error {
+// checks with a probe Node, for a VM the running controller knows, that the API server calls
+// the webhook (or not).
+func (h *harness) setWebhook(ctx context.Context, on bool, probe vmInfo) error {
 	name := h.webhookCfg.Name
 	var cur admissionregistrationv1.MutatingWebhookConfiguration
 	err := h.c.Get(ctx, client.ObjectKey{Name: name}, &cur)
@@ -693,7 +762,6 @@ func (h *harness) setWebhook(ctx context.Context, on bool) error {
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
-	probe := h.xo.vms[len(h.xo.vms)-1]
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n := kubeletNode(probe)

@@ -129,3 +129,20 @@ func Writes(m map[string]int64) map[string]int64 {
 	}
 	return out
 }
+
+// APIResponses groups the API server's apiserver_request_total samples answered with this
+// HTTP status code (e.g. "409") by "VERB resource[/subresource]", every resource included.
+func APIResponses(samples []Sample, code string) map[string]int64 {
+	out := map[string]int64{}
+	for _, s := range samples {
+		if s.Name != "apiserver_request_total" || s.Labels["code"] != code {
+			continue
+		}
+		res := s.Labels["resource"]
+		if sub := s.Labels["subresource"]; sub != "" {
+			res += "/" + sub
+		}
+		out[s.Labels["verb"]+" "+res] += int64(s.Value)
+	}
+	return out
+}

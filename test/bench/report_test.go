@@ -147,6 +147,28 @@ func TestParseMetrics(t *testing.T) {
 	if got := Writes(got); !reflect.DeepEqual(got, map[string]int64{"POST nodes": 100, "PATCH nodes": 42, "PATCH nodes/status": 7}) {
 		t.Errorf("Writes = %v", got)
 	}
+	if got := APIResponses(s, "409"); !reflect.DeepEqual(got, map[string]int64{"PATCH nodes": 2}) {
+		t.Errorf("APIResponses(409) = %v, want PATCH nodes 2", got)
+	}
+	if got := APIResponses(s, "200"); !reflect.DeepEqual(got, map[string]int64{"PATCH nodes": 40, "PATCH nodes/status": 7, "LIST nodes": 3, "PUT leases": 9}) {
+		t.Errorf("APIResponses(200) = %v", got)
+	}
+}
+
+func TestHandWritten(t *testing.T) {
+	const generated = "# Benchmarks\n\nintro\n\n## Targets\n\n| a |\n\n### Churn run\n\ntext\n\n## Errors during the run\n\n- x\n"
+	for _, tt := range []struct{ name, in, want string }{
+		{"generated only", generated, ""},
+		{"empty", "", ""},
+		{"a trailing section", generated + "\n## Cold start\n\n1.2 s\n", "## Cold start\n\n1.2 s\n"},
+		{"two trailing sections, the last without a newline", generated + "## Cold start\n\n1.2 s\n\n## More\n\nx", "## Cold start\n\n1.2 s\n\n## More\n\nx\n"},
+		{"a level-3 heading and a fenced heading inside it", generated + "## Cold start\n\n### Steps\n\n```\n## Targets\n```\n", "## Cold start\n\n### Steps\n\n```\n## Targets\n```\n"},
+		{"a hand-written section followed by a generated one", "## Cold start\n\nx\n\n## Targets\n\ny\n", ""},
+	} {
+		if got := HandWritten(tt.in); got != tt.want {
+			t.Errorf("%s: HandWritten = %q, want %q", tt.name, got, tt.want)
+		}
+	}
 }
 
 func TestParseMetricsErrors(t *testing.T) {
@@ -383,10 +405,30 @@ func TestRender(t *testing.T) {
 			{Nodes: 5000, Window: time.Minute, ResyncPeriod: 30 * time.Second, Relists: 2, ListBytes: 2 << 20, NodeChanges: 1,
 				XORequests: map[string]int64{"GET /rest/v0/vms": 2, "GET /rest/v0/hosts": 2, "GET /rest/v0/pools": 2, "GET /rest/v0/servers": 2}},
 		},
-		Upstream:  []Upstream{{Nodes: 5000, Requests: 30000, Bytes: 30 << 20, Period: 5 * time.Minute}},
-		Reactions: []Reaction{{Kind: ReactionMigrated, Mode: ModeEvents, Nodes: 5000, Samples: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond}}},
-		Memory:    []Memory{{Nodes: 5000, VMs: 10000, RSS: 90 << 20, HWM: 120 << 20}},
-		Errors:    []string{"something failed"},
+		Upstream: []Upstream{{Nodes: 5000, Requests: 30000, Bytes: 30 << 20, Period: 5 * time.Minute}},
+		Reactions: []Reaction{
+			{Kind: ReactionMigrated, Mode: ModeEvents, Nodes: 5000, Samples: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond}},
+			{Kind: ReactionDeleted, Mode: ModeEvents, Nodes: 5000, Settle: 30 * time.Second, Samples: []time.Duration{30*time.Second + 10*time.Millisecond, 30*time.Second + 40*time.Millisecond}},
+			{Kind: ReactionDeleted, Mode: ModeRelist, Nodes: 5000, Settle: 30 * time.Second, Samples: []time.Duration{29 * time.Second, 33 * time.Second}},
+		},
+		SettleTime: 30 * time.Second,
+		Estates: &Estates{
+			Servers: 2, VMsPerServer: 5000, PoolsPerServer: 2, HostsPerPool: 4,
+			Split: &Burst{Nodes: 1000, Webhook: true, Initialized: 1000, Total: 5 * time.Second, Conflicts: map[string]int64{"PATCH nodes": 3}},
+			SplitLoad: []Steady{
+				{Server: "xo-a", Nodes: 1000, Window: 31 * time.Second, ResyncPeriod: 30 * time.Second, Relists: 1, XORequests: map[string]int64{"GET /rest/v0/vms": 1, "GET /rest/v0/hosts": 1, "GET /rest/v0/pools": 1, "GET /rest/v0/servers": 1}},
+				{Server: "xo-a", Nodes: 100, Window: 31 * time.Second, ResyncPeriod: 30 * time.Second, Relists: 1, XORequests: map[string]int64{"GET /rest/v0/vms": 1, "GET /rest/v0/hosts": 1, "GET /rest/v0/pools": 1, "GET /rest/v0/servers": 1}},
+			},
+			Outage: &Outage{Burst: Burst{Nodes: 500, Webhook: true, Initialized: 500, Total: 4500 * time.Millisecond}, DownNodes: 20, DroppedNodes: 20, Deleted: []string{"b-node-00001"}, Watched: 45 * time.Second},
+			Scope: []ScopeRun{
+				{ScopePools: 2, Pools: 20, VMs: 10000, ScopeVMs: 1000, Nodes: 1000, HeldVMs: 1000, Memory: Memory{RSS: 40 << 20},
+					Load: Steady{Window: 31 * time.Second, ResyncPeriod: 30 * time.Second, Relists: 1, ListBytes: 1 << 20}},
+				{Pools: 20, VMs: 10000, ScopeVMs: 10000, Nodes: 1000, HeldVMs: 10000, Memory: Memory{RSS: 60 << 20},
+					Load: Steady{Window: 31 * time.Second, ResyncPeriod: 30 * time.Second, Relists: 1, ListBytes: 4 << 20}},
+			},
+		},
+		Memory: []Memory{{Nodes: 5000, VMs: 10000, RSS: 90 << 20, HWM: 120 << 20}},
+		Errors: []string{"something failed"},
 	}
 	micro := []GoBench{{Pkg: "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook", Name: "BenchmarkAdmissionHandler/vms=1000", Procs: 2, N: 10,
 		Metrics: []Metric{{28000, "ns/op"}, {21000, "p50-ns"}, {90000, "p99-ns"}, {100, "allocs/op"}, {5000, "B/op"}}}}
@@ -408,13 +450,32 @@ func TestRender(t *testing.T) {
 		"| 5,000 | 30,000 | 6,000 | ",
 		"| 0.40 | 102.4 KiB | 15,000× |",
 		"| 15,000× |",
-		"| VM migrated → zone label | event stream | 5,000 | 3 | 10 ms | 20 ms | 30 ms | 199 s |",
+		"| VM migrated → zone label | event stream | 5,000 | 3 | 10 ms | 20 ms | 30 ms | — | 199 s |",
 		"| AdmissionHandler/vms=1000 | 21.0 µs | 90.0 µs |",
 		"- something failed",
+		"| API server's 409 Conflict answers during the bursts: zero | 3 over 5 bursts | **missed** |",
+		"| VM deleted (Node NotReady) → Node deleted once `inventory.settleTime` (30 s) has passed, a wait by design, and within 2 s beyond it with the event stream | 30 s +10 ms p50, +40 ms slowest of 2 | met |",
+		"| VM deleted (Node NotReady) → Node deleted | relist only | 5,000 | 2 | 29.00 s | 29.00 s | 33.00 s | −1.00 s / +3.00 s (settle time 30 s) |",
+		"| XO requests per relist of each XO server flat in the number of Nodes, with 2 servers | 4 to 4 requests per relist per server for 100 to 1,000 Nodes | met |",
+		"| 500 Nodes of one XO server at once while the other server is down: all initialized within 4 s | 4.50 s | **missed** |",
+		"| NotReady Nodes deleted while their XO server is down or XO drops their pool: zero | 1 of 40 (20 of the down server, 20 of the dropped pool), watched 45 s after the drop | **missed** |",
+		"| a pool scope of 2 pools out of 20: only the VMs in scope held in memory | 1,000 VMs held, 1,000 in scope, 10,000 in XO | met |",
+		"| 2 servers | 1,000 | 5.00 s |",
+		"| `inventory.settleTime` | 30 s in every run",
+		"With the scope: 25% of the relist bytes and 20.0 MiB less resident memory (median) than without.",
+		"| 2 pools of 20 (1,000 VMs) | 1,000 | 1 | 0 | 1.00 MiB | 40.0 MiB |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	for line := range strings.Lines(out) {
+		if h, ok := strings.CutPrefix(line, "## "); ok && !slices.Contains(Sections, strings.TrimSpace(h)) {
+			t.Errorf("heading %q is not in Sections: HandWritten would keep it", h)
+		}
+	}
+	if HandWritten(out) != "" {
+		t.Errorf("HandWritten finds a hand-written part in a generated report")
 	}
 	if t.Failed() {
 		t.Log(out)

@@ -28,6 +28,10 @@ type Results struct {
 	Reactions []Reaction `json:"reactions"`
 	Memory    []Memory   `json:"memory"`
 	Churn     *Churn     `json:"churn,omitempty"`
+	// Estates are the runs with several XO servers and with a pool scope.
+	Estates *Estates `json:"estates,omitempty"`
+	// SettleTime is the controller's inventory.settleTime in every run of the controller.
+	SettleTime time.Duration `json:"settleTime"`
 	// Notes explain how a figure was obtained.
 	Notes []string `json:"notes,omitempty"`
 	// Errors are checks that failed during the run (a Node never initialized, ...).
@@ -85,6 +89,10 @@ type Burst struct {
 	AdmissionMean     time.Duration `json:"admissionMean"`
 	WebhookServerMean time.Duration `json:"webhookServerMean"`
 	CreateServerMean  time.Duration `json:"createServerMean"`
+	// Conflicts are the API server's 409 Conflict answers from the first CREATE until the
+	// controller went quiet after the burst (apiserver_request_total{code="409"}), by
+	// "VERB resource[/subresource]", every resource included.
+	Conflicts map[string]int64 `json:"conflicts"`
 	// FailOpen counts webhook calls that failed and were ignored (failurePolicy Ignore).
 	FailOpen int64 `json:"failOpen"`
 	// CPU is the CPU time each process used during the burst.
@@ -99,6 +107,8 @@ type Burst struct {
 // Steady is the XO and API server load with Nodes that need nothing, measured over Window with
 // a shortened inventory.resyncPeriod.
 type Steady struct {
+	// Server names the XO server when the controller has several (Estates); empty otherwise.
+	Server       string        `json:"server,omitempty"`
 	Nodes        int           `json:"nodes"`
 	Window       time.Duration `json:"window"`
 	ResyncPeriod time.Duration `json:"resyncPeriod"`
@@ -185,6 +195,18 @@ type Reaction struct {
 	Samples []time.Duration `json:"samples"`
 	// Failed counts the samples that timed out.
 	Failed int `json:"failed"`
+	// Settle is the controller's inventory.settleTime when the reaction waits it by design
+	// (a VM's absence must last that long before its Node is deleted); 0 otherwise.
+	Settle time.Duration `json:"settle,omitempty"`
+}
+
+// Beyond returns the samples minus the settle time: the reaction's own cost.
+func (r Reaction) Beyond() []time.Duration {
+	out := make([]time.Duration, len(r.Samples))
+	for i, d := range r.Samples {
+		out[i] = d - r.Settle
+	}
+	return out
 }
 
 // Reaction kinds and modes.
@@ -195,6 +217,66 @@ const (
 	ModeEvents       = "event stream"
 	ModeRelist       = "relist only"
 )
+
+// Estates are the runs with several XO servers and with a pool scope (phase "estates").
+type Estates struct {
+	// Servers is the number of XO servers (simulators) of the split estate, each with
+	// VMsPerServer VMs.
+	Servers      int `json:"servers"`
+	VMsPerServer int `json:"vmsPerServer"`
+	// PoolsPerServer and HostsPerPool describe each server's inventory.
+	PoolsPerServer int `json:"poolsPerServer"`
+	HostsPerPool   int `json:"hostsPerPool"`
+	// Split is a burst of Nodes split evenly across the servers.
+	Split *Burst `json:"split,omitempty"`
+	// SplitLoad is the XO load at steady state after the burst, one entry per server and
+	// Node count (Server set), the Node counts in descending order.
+	SplitLoad []Steady `json:"splitLoad,omitempty"`
+	// SplitMemory is the controller's memory, read during the first steady-state window.
+	SplitMemory *Memory `json:"splitMemory,omitempty"`
+	// Outage is the burst on one server while another is down.
+	Outage *Outage `json:"outage,omitempty"`
+	// Scope compares a pool scope with none.
+	Scope []ScopeRun `json:"scope,omitempty"`
+}
+
+// Outage is a burst of Nodes of one XO server while another server is down (its listener
+// closed), then XO dropping one pool of the healthy server. NotReady Nodes of the down server
+// and of the dropped pool are watched for deletions.
+type Outage struct {
+	// Healthy and Down name the servers (config clusters[].name).
+	Healthy string `json:"healthy"`
+	Down    string `json:"down"`
+	// Burst holds Nodes of the healthy server only.
+	Burst Burst `json:"burst"`
+	// DownNodes and DroppedNodes are the NotReady Nodes of the down server and of the
+	// dropped pool.
+	DownNodes    int `json:"downNodes"`
+	DroppedNodes int `json:"droppedNodes"`
+	// Deleted lists those of them deleted while watched (want none).
+	Deleted []string `json:"deleted,omitempty"`
+	// Watched is how long they were watched after the pool was dropped.
+	Watched time.Duration `json:"watched"`
+}
+
+// ScopeRun is the controller with one XO server, with or without a pool scope.
+type ScopeRun struct {
+	// ScopePools is the number of pools in the server's scope, 0 for no scope; Pools and VMs
+	// are XO's, ScopeVMs those in scope, Nodes those of the cluster (all of VMs in scope).
+	ScopePools int `json:"scopePools"`
+	Pools      int `json:"pools"`
+	VMs        int `json:"vms"`
+	ScopeVMs   int `json:"scopeVMs"`
+	Nodes      int `json:"nodes"`
+	// HeldVMs is the number of VMs the controller's inventory holds
+	// (xenorchestra_inventory_objects{collection="vms"}).
+	HeldVMs int64 `json:"heldVMs"`
+	// Burst created the Nodes, in the first run only.
+	Burst *Burst `json:"burst,omitempty"`
+	// Load is the XO load over the steady-state window; Memory the readings taken during it.
+	Load   Steady `json:"load"`
+	Memory Memory `json:"memory"`
+}
 
 // Memory is the controller's resident memory at rest with Nodes and VMs.
 type Memory struct {

@@ -445,13 +445,8 @@ func (i *Inventory) apply(ev xo.Event) {
 			i.mu.Unlock()
 			return
 		}
-		ch = Change{Kind: VMChanged, ID: id}
-		if remove {
-			b.putVM(id, nil)
-		} else {
-			b.putVM(id, ev.VM)
-		}
-		key = "v/" + id
+		ch, key = Change{Kind: VMChanged, ID: id}, "v/"+id
+		b.putVM(id, unless(remove, ev.VM))
 	case ev.Host != nil:
 		id := lower(ev.Host.ID)
 		ev.Host.ID = id
@@ -460,13 +455,8 @@ func (i *Inventory) apply(ev xo.Event) {
 			i.mu.Unlock()
 			return
 		}
-		ch = Change{Kind: HostChanged, ID: id}
-		if remove {
-			b.putHost(id, nil)
-		} else {
-			b.putHost(id, ev.Host)
-		}
-		key = "h/" + id
+		ch, key = Change{Kind: HostChanged, ID: id}, "h/"+id
+		b.putHost(id, unless(remove, ev.Host))
 	case ev.Pool != nil:
 		id := lower(ev.Pool.ID)
 		ev.Pool.ID = id
@@ -478,15 +468,12 @@ func (i *Inventory) apply(ev xo.Event) {
 			i.trigger()
 			return
 		}
-		ch = Change{Kind: PoolChanged, ID: id}
+		ch, key = Change{Kind: PoolChanged, ID: id}, "p/"+id
+		b.putPool(id, unless(remove, ev.Pool))
 		if remove {
 			// XO removes a pool's objects when it loses the connection to it.
-			b.putPool(id, nil)
 			b.disconnect(id)
-		} else {
-			b.putPool(id, ev.Pool)
 		}
-		key = "p/" + id
 	default:
 		i.mu.Unlock()
 		return
@@ -500,6 +487,14 @@ func (i *Inventory) apply(ev xo.Event) {
 		i.trigger()
 	}
 	i.notify([]Change{ch})
+}
+
+// unless returns nil when remove is set, else obj: what an event leaves of an object.
+func unless[T any](remove bool, obj *T) *T {
+	if remove {
+		return nil
+	}
+	return obj
 }
 
 func (i *Inventory) notify(changes []Change) {

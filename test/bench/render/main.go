@@ -1,5 +1,7 @@
 // Command render writes BENCHMARKS.md from the end-to-end results (JSON written by the
-// bench-tagged test of package bench) and the output of `go test -bench`.
+// bench-tagged test of package bench) and the output of `go test -bench`. Hand-written
+// sections at the end of the existing file (see bench.HandWritten) are kept after the new
+// figures.
 //
 //	go run ./test/bench/render -results results.json -micro micro.txt -out BENCHMARKS.md
 package main
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/bench"
@@ -52,6 +55,12 @@ func run(resultsFile, microFile, out string) error {
 	var buf bytes.Buffer
 	if err := bench.Render(&buf, &r, gb); err != nil {
 		return err
+	}
+	switch old, err := os.ReadFile(out); {
+	case err == nil:
+		buf.WriteString(bench.HandWritten(string(old)))
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("read the hand-written sections of %s: %w", out, err)
 	}
 	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", out, err)

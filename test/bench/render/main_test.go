@@ -31,6 +31,23 @@ func TestRun(t *testing.T) {
 		}
 	}
 
+	// A hand-written section added at the end survives the next runs, once.
+	const coldStart = "## Cold start\n\nMeasured by hand: 1.2 s.\n"
+	if err := os.WriteFile(out, append(data, coldStart...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := run(results, micro, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if data, err = os.ReadFile(out); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(data); strings.Count(got, coldStart) != 1 || !strings.HasSuffix(got, coldStart) || !strings.Contains(got, "| 100 | on | 500 ms | 0 |") {
+		t.Errorf("after two runs, the report does not end with the hand-written section once:\n%s", got)
+	}
+
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
@@ -38,6 +55,9 @@ func TestRun(t *testing.T) {
 	badMicro := filepath.Join(dir, "bad.txt")
 	if err := os.WriteFile(badMicro, []byte("BenchmarkX-2 10 x ns/op\n"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if err := run(results, "", dir); err == nil || !strings.Contains(err.Error(), "read the hand-written sections") {
+		t.Errorf("run onto a folder = %v, want an error reading its hand-written sections", err)
 	}
 	for _, tt := range []struct{ results, micro, want string }{
 		{"", "", "-results is required"},
