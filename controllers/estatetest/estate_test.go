@@ -293,9 +293,6 @@ func TestSamePoolTwoServers(t *testing.T) {
 // its pools disconnected, no scope) does not keep label-sync from removing a tag label on a
 // Node of another server, whose VM's pool is connected and settled.
 func TestIncompleteServerDoesNotHoldBackAnother(t *testing.T) {
-	t.Skip("fails today: node.Describe keeps every owned label while any server of the View is " +
-		"incomplete (idx.Complete()); the VM's own pool connected and settled (idx.PoolConnected) " +
-		"should be enough. Remove this Skip with the fix.")
 	a, b := testenv.NewFixture(t, env, server("xo-a")), testenv.NewFixture(t, env, server("xo-b"))
 	cs := newControllers(env.Client, testenv.Estate(a.X, b.X), a.Rec, clock.RealClock{}, tagPrefixes, node.Ignorer{})
 	vm := a.AddVM(xosim.VMSpec{NameLabel: "tagged", Tags: []string{node.TagLabelPrefix + "example.com/tier=gold"}})

@@ -142,19 +142,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return common.Resync(r.opts.ResyncPeriod), nil
 }
 
-// announce emits the events and counts the metrics of the label changes a patch made.
+// announce emits the events and counts the metrics of the label changes a patch made. A move
+// is told by the host and pool uuids, so that renaming a host or switching the topology labels
+// to names is not reported as a migration.
 func (r *Reconciler) announce(before, after *corev1.Node) {
 	changedFrom := func(key string) (string, string, bool) {
 		o, n := before.Labels[key], after.Labels[key]
 		return o, n, o != "" && n != "" && o != n
 	}
-	if o, n, ok := changedFrom(node.LabelZone); ok {
+	if _, _, ok := changedFrom(node.LabelHostID); ok {
 		labelChanges.WithLabelValues("zone").Inc()
-		r.eventZoneChanged(after, o, n, before.Labels[node.LabelHostName], after.Labels[node.LabelHostName])
+		r.eventZoneChanged(after, before.Labels[node.LabelZone], after.Labels[node.LabelZone], before.Labels[node.LabelHostName], after.Labels[node.LabelHostName])
 	}
-	if o, n, ok := changedFrom(node.LabelRegion); ok {
+	if _, _, ok := changedFrom(node.LabelPoolID); ok {
 		labelChanges.WithLabelValues("region").Inc()
-		r.eventRegionChanged(after, o, n)
+		r.eventRegionChanged(after, before.Labels[node.LabelRegion], after.Labels[node.LabelRegion])
 	}
 	if o, n, ok := changedFrom(node.LabelInstanceType); ok {
 		labelChanges.WithLabelValues("instance_type").Inc()

@@ -163,18 +163,36 @@ func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result
 			}()
 		}
 	}
+	// The best answer is the raw uuid before the swapped one; among servers, the first to answer
+	// (two servers can only hold the same VM through the same pool). It is final once every
+	// answer that could beat it is in, so a hung server delays only the reads that need it.
+	before := func(a, b *answer) bool { return a.rank < b.rank }
+	answered := make(map[[2]int]bool, len(v.readers)*len(ids))
+	settled := func(best *answer) bool {
+		for s := range v.readers {
+			for rank := range ids {
+				if c := (answer{server: s, rank: rank}); before(&c, best) && !answered[[2]int{s, rank}] {
+					return false
+				}
+			}
+		}
+		return true
+	}
 	var best *answer
 	var errs []error
 	for range len(v.readers) * len(ids) {
 		a := <-answers
+		answered[[2]int{a.server, a.rank}] = true
 		switch {
 		case a.err == nil && a.vm != nil:
-			// Deterministic: the raw uuid before the swapped one, then configuration order.
-			if best == nil || a.rank < best.rank || a.rank == best.rank && a.server < best.server {
+			if best == nil || before(&a, best) {
 				best = &a
 			}
 		case a.err != nil && !xo.IsNotFound(a.err):
 			errs = append(errs, fmt.Errorf("%s: %w", v.snaps[a.server].Server(), a.err))
+		}
+		if best != nil && settled(best) {
+			break
 		}
 	}
 	if best == nil {

@@ -112,3 +112,26 @@ func TestEstateFindReadsEveryServer(t *testing.T) {
 		t.Fatalf("Find of an inventory VM = %+v, %v, %d direct reads", res, err, has.calls.Load()-before)
 	}
 }
+
+// hungReader blocks every read until its context ends.
+type hungReader struct{ fakeReader }
+
+func (r *hungReader) GetVM(ctx context.Context, _ string) (*xo.VM, error) {
+	<-ctx.Done()
+	return nil, &xo.Error{Kind: xo.KindUnavailable, Op: "get vm", Err: ctx.Err()}
+}
+
+// TestEstateFindNotDelayedByAHungServer: a VM one server has is found without waiting for
+// another server that hangs.
+func TestEstateFindNotDelayedByAHungServer(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	const fresh = "c0ffee00-0000-4000-8000-00000000f00d"
+	has := &fakeReader{vms: map[string]*xo.VM{fresh: {ID: fresh, PoolID: poolA}}}
+	e := NewEstate(5*time.Second, member(t, "hung", source(), clk, &hungReader{}), member(t, "b", source(), clk, has))
+	n := &corev1.Node{Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: fresh}}}
+	start := time.Now()
+	res, _, _ := e.Find(context.Background(), n)
+	if res.VM == nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("Find = %+v after %v; want the VM without waiting for the hung server", res, time.Since(start))
+	}
+}

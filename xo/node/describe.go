@@ -22,8 +22,9 @@ type Description struct {
 
 // Describe sets on n, in place, what its VM implies: the providerID when it is empty, and the
 // labels and tag taints of Desired with the ownership rules of Apply. While idx cannot vouch
-// for the VM (the inventory is incomplete or the VM's pool is not connected and settled), it
-// adds and updates but removes nothing it owns. It never touches the uninitialized taint or
+// for the VM's data (its pool is not connected and settled on a current XO server), it adds and
+// updates but removes nothing it owns. Other pools and servers play no part: the VM's own data
+// decides what it implies. It never touches the uninitialized taint or
 // the status: addresses are Addresses' job. The webhook, cloud-node and label-sync all
 // describe a Node through it.
 func Describe(idx Index, n *corev1.Node, vm *xo.VM, opts LabelOptions) Description {
@@ -33,7 +34,7 @@ func Describe(idx Index, n *corev1.Node, vm *xo.VM, opts LabelOptions) Descripti
 		d.Changed = true
 	}
 	desired := Desired(idx, vm, n.Labels, opts)
-	if !idx.Complete() || !idx.PoolConnected(vm.PoolID) {
+	if !idx.PoolConnected(vm.PoolID) {
 		keepOwned(n, &desired)
 	}
 	changed, conflicts := Apply(n, desired)

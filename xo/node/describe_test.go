@@ -106,15 +106,16 @@ func TestDescribe(t *testing.T) {
 		t.Fatal("describing an up-to-date Node must change nothing")
 	}
 
-	// The tag goes while the inventory cannot vouch for the VM: the owned label stays.
+	// The tag goes while the VM's pool is not settled: the owned label stays.
 	vm.Tags = nil
-	idx.incomplete = true
+	idx.connected[poolA] = false
 	if d := Describe(idx, n, vm, opts); d.Changed || n.Labels["tag.k8s.xenorchestra/tier"] != "web" {
-		t.Fatal("an incomplete inventory must not remove an owned label")
+		t.Fatal("a VM of an unsettled pool must not have an owned label removed")
 	}
-	idx.incomplete = false
+	// Another pool missing (the inventory incomplete) does not hold the VM's own labels back.
+	idx.connected[poolA], idx.incomplete = true, true
 	if d := Describe(idx, n, vm, opts); !d.Changed || n.Labels["tag.k8s.xenorchestra/tier"] != "" {
-		t.Fatal("a trusted inventory removes the owned label whose tag is gone")
+		t.Fatal("the owned label whose tag is gone must go once the VM's pool is settled")
 	}
 	// A providerID is never changed.
 	n.Spec.ProviderID = "xenorchestra://" + poolB + "/" + vm.ID
