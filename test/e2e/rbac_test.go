@@ -63,7 +63,8 @@ func TestChartRBACIsEnough(t *testing.T) {
 
 	token := newToken(t)
 	f := newXO(t, token, false)
-	cfg := writeConfig(t, t.TempDir(), "config.yaml", fmt.Sprintf("url: %s\ntoken: %q\n", f.URL, token))
+	// A short settle time: the deletion waits for it.
+	cfg := writeConfig(t, t.TempDir(), "config.yaml", fmt.Sprintf("url: %s\ntoken: %q\ninventory: {settleTime: 1s}\n", f.URL, token))
 	forbiddenBefore := forbiddenRequests(t, env)
 	p := startCCM(t, "ccm", ccmArgs{kubeconfig: kubeconfigPath, config: cfg, leaderElect: true})
 	p.waitReady(t, 30*time.Second)

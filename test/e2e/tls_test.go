@@ -56,10 +56,12 @@ func TestWebhookTLS(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
 	whPort := testenv.FreePort(t)
-	noControllers := []string{"--controllers="}
+	// One quiet controller: the processes without a webhook must run something, and there are
+	// no Nodes for label-sync to touch.
+	noControllers, oneController := []string{"--controllers="}, []string{"--controllers=cloud-node-label-sync"}
 	refusing := startCCM(t, "verify", ccmArgs{kubeconfig: kubeconfig, config: verify, webhookPort: whPort, certDir: ca.CertDir(t, 10), extra: noControllers})
-	trusting := startCCM(t, "insecure", ccmArgs{kubeconfig: kubeconfig, config: insecure, extra: noControllers})
-	pinned := startCCM(t, "caFile", ccmArgs{kubeconfig: kubeconfig, config: withCA, extra: noControllers})
+	trusting := startCCM(t, "insecure", ccmArgs{kubeconfig: kubeconfig, config: insecure, extra: oneController})
+	pinned := startCCM(t, "caFile", ccmArgs{kubeconfig: kubeconfig, config: withCA, extra: oneController})
 
 	t.Run("xo insecure connects and warns", func(t *testing.T) {
 		trusting.waitReady(t, 30*time.Second)

@@ -60,6 +60,7 @@ requestTimeout: 2s
 inventory:
   pollPeriod: 1s
   staleAfter: 5s
+  settleTime: 1s
 `, x.URL, token, caFile))
 
 	wo := env.WebhookInstallOptions

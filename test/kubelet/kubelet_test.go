@@ -140,14 +140,19 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	o.LeaderElect = false
 	o.MetricsBindAddress = "0"
 	o.HealthProbeBindAddress = probe
+	// A short settle time: a pool is trusted for name matches (this host has no DMI uuid) one
+	// settle time after the first listing.
+	const settle = time.Second
+	o.ConfigFile = filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(o.ConfigFile, fmt.Appendf(nil, "url: %s\ntoken: %s\ninventory: {settleTime: %s}\n", x.URL, token, settle), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	mgrCtx, stopMgr := context.WithCancel(context.Background())
 	var mgrErr error
 	mgrDone := make(chan struct{})
 	go func() {
 		defer close(mgrDone)
-		mgrErr = app.Run(mgrCtx, o, env.Config, func(k string) string {
-			return map[string]string{"XOA_URL": x.URL, "XOA_TOKEN": token}[k]
-		})
+		mgrErr = app.Run(mgrCtx, o, env.Config, func(string) string { return "" })
 	}()
 	t.Cleanup(func() {
 		stopMgr()
@@ -158,6 +163,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	})
 	waitReady(ctx, t, "http://"+probe+"/readyz", mgrDone)
 	t.Logf("controller ready (inventory synced, webhook serving) in %s", time.Since(start).Round(time.Millisecond))
+	time.Sleep(settle + 500*time.Millisecond) // the pool settles: name matches are trusted
 
 	// The kubelet's identity, as a TLS-bootstrapped kubelet ends up with.
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "system:node:" + nodeName, Groups: []string{"system:nodes"}}, nil)

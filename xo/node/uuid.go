@@ -45,12 +45,6 @@ func isUUID(s string) (ok, upper bool) {
 	return all&classHex != 0, some&classUpper != 0
 }
 
-// IsUUID reports whether s is a uuid in its 8-4-4-4-12 hex text form, in either case.
-func IsUUID(s string) bool {
-	ok, _ := isUUID(s)
-	return ok
-}
-
 // NormalizeUUID validates a uuid in 8-4-4-4-12 hex form and returns it lower-cased. It does not
 // allocate when s is already lower-case.
 func NormalizeUUID(s string) (string, bool) {
