@@ -178,7 +178,7 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 			Detail: fmt.Sprintf("%d more problems not listed", n)})
 	}
 	if len(errs) > 0 {
-		return nil, errs.ToAggregate()
+		return nil, problems(errs)
 	}
 	for i := range c.Clusters {
 		cl := &c.Clusters[i]
@@ -272,6 +272,15 @@ func parse(data []byte) (*yaml.Node, error) {
 		return nil, fmt.Errorf("line %d: the file must be a mapping of keys (url: ..., token: ...), not %s", root.Line, kind(root))
 	}
 	return doc.Content[0], nil
+}
+
+// problems is the error of an invalid configuration: every problem, counted when there are
+// several, so that a reader knows the list is whole.
+func problems(errs field.ErrorList) error {
+	if len(errs) == 1 {
+		return fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
+	}
+	return fmt.Errorf("invalid configuration (%d problems): %w", len(errs), errs.ToAggregate())
 }
 
 // maxProblems bounds the problems listed: no one reads more, and an Aggregate's message takes

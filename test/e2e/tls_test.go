@@ -25,7 +25,7 @@ import (
 )
 
 // insecureWarning is the start of the warning the controller logs when insecure is true.
-const insecureWarning = "WARNING: insecure is true"
+const insecureWarning = "insecure is true: XO's TLS certificate is not verified"
 
 // TestWebhookTLS checks both TLS ends of the process:
 //   - the webhook refuses TLS 1.0 and 1.1 handshakes and plaintext HTTP, and serves

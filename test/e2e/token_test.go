@@ -322,11 +322,6 @@ unknownKey: 1
 		keys:   []string{"token"},
 		secret: token,
 	}, {
-		name:   "token that is a number",
-		config: "url: https://xo.example.com\ntoken: 918273645546372819918273645\n",
-		keys:   []string{"token"},
-		secret: "918273645546372819918273645",
-	}, {
 		name:   "token and tokenFile",
 		config: "url: https://xo.example.com\ntoken: " + token + "\ntokenFile: /nonexistent/token\n",
 		keys:   []string{"tokenFile"},
