@@ -2,14 +2,17 @@
 # hack/bench.sh: run every benchmark and write BENCHMARKS.md (`make bench`).
 #
 #   hack/bench.sh            full run: 10-minute churn run, 5 relists per steady-state window,
-#                            20 reaction samples (about 35 minutes on 2 CPUs)
-#   hack/bench.sh --quick    quick run (also QUICK=1): 60-second churn run, 2 relists per
-#                            window, 10 samples, shorter micro-benchmarks (about 12 minutes)
+#                            20 reaction samples (about 40 minutes on 2 CPUs)
+#   hack/bench.sh --quick    quick run (also QUICK=1): 60-second churn run, 1 relist per
+#                            window, 10 samples, shorter micro-benchmarks (about 17 minutes)
 #
 # Environment: BENCH_DIR keeps the raw outputs there (default: a temporary folder, printed);
 # BENCH_OUT is the report (default BENCHMARKS.md at the repository root); BENCH_CHURN overrides
 # the churn run's length (a Go duration); BENCH_ARGS adds flags of the end-to-end test (see
-# test/bench/e2e_test.go, e.g. "-bench.sizes=100,1000").
+# test/bench/e2e_test.go, e.g. "-bench.sizes=100,1000", or "-bench.phases=steady,estates"
+# to run the bursts with only those phases; the phases are steady, reactions, churn, estates).
+# The report keeps the sections added by hand at the end of BENCH_OUT (see
+# test/bench/render.go, HandWritten).
 #
 # It needs nothing beyond Go: hack/testbin.sh provides kube-apiserver and etcd. Run it on a quiet
 # machine: the report records the CPU count, the CPU model and the load average.
@@ -23,7 +26,7 @@ for arg in "$@"; do
 	case "$arg" in
 	--quick) quick=1 ;;
 	-h | --help)
-		sed -n '2,16p' "$0"
+		sed -n '2,19p' "$0"
 		exit 0
 		;;
 	*)

@@ -49,7 +49,7 @@ var (
 	flagCommand  = flag.String("bench.command", "make bench", "The command that reproduces the run, for the report.")
 	flagPhases   = flag.String("bench.phases", "steady,reactions,churn,estates", "Phases to run besides the bursts: steady, reactions, churn, estates.")
 	flagSettle   = flag.Duration("bench.settle", 30*time.Second, "inventory.settleTime of every run of the controller (the default is 30s).")
-	flagWindow   = flag.Duration("bench.window", 0, "Steady-state window; 0: 2 resync periods (quick) or 5.")
+	flagWindow   = flag.Duration("bench.window", 0, "Steady-state windows; 0: 1 resync period and 5 s (quick), 5 periods and 1 s (steady phase) or 2 periods and 5 s (estates).")
 	flagSamples  = flag.Int("bench.samples", 0, "Reaction samples per change and mode; 0: 10 (quick) or 20.")
 	flagModes    = flag.String("bench.webhook-modes", "off,on", "Webhook modes of the bursts; the later phases need \"on\".")
 	// flagCtrlArgs and flagCtrlEnv are for investigations (e.g. "--kube-api-qps=5000" or
@@ -425,11 +425,12 @@ func (h *harness) steady(n int) {
 	}
 	window := *flagWindow
 	if window == 0 {
-		window = 5 * steadyResync
+		window = 5*steadyResync + time.Second
 		if *flagQuick {
-			window = 2 * steadyResync
+			// One relist, and a margin for the relist's own time (the period runs from the
+			// end of one relist to the start of the next).
+			window = steadyResync + 5*time.Second
 		}
-		window += time.Second
 	}
 	h.xo.sim.ResetCounters()
 	h.watch.resetChanges()
@@ -615,11 +616,10 @@ func (h *harness) reactions(n int, mode string) {
 		time.Sleep(500 * time.Millisecond)
 		return nil
 	}
+	// Deletion comes last: it needs the controller to trust the VMs' pools, which it does
+	// only once they have been connected for the settle time since it started; the other
+	// changes are measured meanwhile.
 	changes := []change{
-		{bench.ReactionDeleted, func(vm vmInfo, _ int) (func(*corev1.Node) bool, func() error, error) {
-			return func(nd *corev1.Node) bool { return nd == nil },
-				func() error { return h.xo.sim.RemoveVM(vm.ID) }, notReady(vm)
-		}},
 		{bench.ReactionHalted, func(vm vmInfo, _ int) (func(*corev1.Node) bool, func() error, error) {
 			return func(nd *corev1.Node) bool {
 					return nd != nil && node.HasTaint(nd.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
@@ -630,6 +630,10 @@ func (h *harness) reactions(n int, mode string) {
 			host := h.xo.otherHost(vm.ID, k)
 			return func(nd *corev1.Node) bool { return nd != nil && nd.Labels[node.LabelZone] == host },
 				func() error { return h.xo.sim.Migrate(vm.ID, host) }, nil
+		}},
+		{bench.ReactionDeleted, func(vm vmInfo, _ int) (func(*corev1.Node) bool, func() error, error) {
+			return func(nd *corev1.Node) bool { return nd == nil },
+				func() error { return h.xo.sim.RemoveVM(vm.ID) }, notReady(vm)
 		}},
 	}
 	type pending struct {
@@ -646,6 +650,9 @@ func (h *harness) reactions(n int, mode string) {
 		if overlap {
 			r.Settle = *flagSettle
 			timeout += *flagSettle
+			if err := c.awaitTrusted(ctx, *flagSettle+time.Minute); err != nil {
+				h.fail("reactions (%s): %v", mode, err)
+			}
 		}
 		var waits []pending
 		collect := func(p pending) {
@@ -715,6 +722,10 @@ func (h *harness) churn(n int, d time.Duration) {
 	c := h.restartController(controllerOpts{Webhook: true})
 	if _, err := c.settle(ctx, 3*time.Minute); err != nil {
 		h.t.Log(err)
+	}
+	// Deletions are part of the churn: wait until the controller trusts the pools.
+	if err := c.awaitTrusted(ctx, *flagSettle+time.Minute); err != nil {
+		h.fail("churn: %v", err)
 	}
 	ch := &bench.Churn{Duration: d, Nodes: h.watch.count()}
 	_, _, vms := h.xo.sim.Counts()

@@ -410,6 +410,21 @@ func (c *controller) await(ctx context.Context, timeout time.Duration, cond func
 	}
 }
 
+// awaitTrusted waits until the controller trusts every pool it has listed
+// (xenorchestra_inventory_pools: none settling, some trusted). After a start, a pool is
+// trusted once it has been connected for the settle time and listed after that; until then
+// no absence counts and no Node is deleted.
+func (c *controller) awaitTrusted(ctx context.Context, timeout time.Duration) error {
+	err := c.await(ctx, timeout, func(m []bench.Sample) bool {
+		return bench.Sum(m, "xenorchestra_inventory_pools", map[string]string{"state": "settling"}) == 0 &&
+			bench.Sum(m, "xenorchestra_inventory_pools", map[string]string{"state": "trusted"}) > 0
+	})
+	if err != nil {
+		return fmt.Errorf("pools not trusted: %w", err)
+	}
+	return nil
+}
+
 // memory reads the controller's resident set and Go figures.
 func (c *controller) memory() (bench.Memory, error) {
 	var m bench.Memory

@@ -608,15 +608,15 @@ func renderEstates(p func(string, ...any), r *Results) {
 
 	if o := e.Outage; o != nil {
 		p("### One XO server down\n\n")
-		p("Both servers up and every Node initialized, then %d Nodes of server %s set NotReady and %s's listener closed (connections refused, event stream cut). ", o.DownNodes, o.Down, o.Down)
-		p("Once the controller saw %s's event stream down, %s Nodes of server %s created at once:\n\n", o.Down, count(o.Burst.Nodes), o.Healthy)
+		p("The same controller, its pools trusted: %d more Nodes of server %s and %d of one pool of server %s initialized, then set NotReady; then %s's listener closed (connections refused, event stream cut). ", o.DownNodes, o.Down, o.DroppedNodes, o.Healthy, o.Down)
+		p("Once the controller saw %s's event stream down, right after a relist of %s (so that none falls in the burst), %s Nodes of server %s created at once:\n\n", o.Down, o.Healthy, count(o.Burst.Nodes), o.Healthy)
 		burstHead()
 		burstRow(fmt.Sprintf("%s, with %s down", o.Healthy, o.Down), o.Burst)
 		if one := single(o.Burst.Nodes); one != nil {
 			burstRow("one server (above)", *one)
 		}
 		p("\n")
-		p("Then XO dropped a pool of server %s holding %d NotReady Nodes (remove events of its VMs, then hosts, then the pool; its server entry disconnected last, as XO does). ", o.Healthy, o.DroppedNodes)
+		p("Then XO dropped that pool of server %s, with its %d NotReady Nodes (remove events of its VMs, then hosts, then the pool; its server entry disconnected last, as XO does). ", o.Healthy, o.DroppedNodes)
 		p("Watched for %s after the drop (the settle time and more): %d of the %d NotReady Nodes deleted", period(o.Watched.Round(time.Second)), len(o.Deleted), o.DownNodes+o.DroppedNodes)
 		if len(o.Deleted) > 0 {
 			p(" (**%s**)", strings.Join(o.Deleted, ", "))
