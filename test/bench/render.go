@@ -211,8 +211,8 @@ func renderTargets(p func(string, ...any), r *Results, micro []GoBench) {
 		if rc.Kind == ReactionDeleted && rc.Mode == ModeEvents && rc.Settle > 0 && len(rc.Samples) > 0 {
 			beyond := rc.Beyond()
 			lo, worst := slices.Min(beyond), slices.Max(beyond)
-			p("| VM deleted (Node NotReady) → Node deleted once `inventory.settleTime` (%s) has passed, a wait by design, and within %s beyond it with the event stream | %s %s p50, %s slowest of %d | %s |\n",
-				period(rc.Settle), period(TargetBeyondSettle), period(rc.Settle), signed(Percentile(beyond, 0.5)), signed(worst), len(rc.Samples),
+			p("| VM deleted (Node NotReady) → Node deleted once `inventory.settleTime` (%s) has passed, a wait by design, and within %s beyond it with the event stream | settle time %s p50, %s slowest of %d | %s |\n",
+				period(rc.Settle), period(TargetBeyondSettle), signed(Percentile(beyond, 0.5)), signed(worst), len(rc.Samples),
 				mark(rc.Failed == 0 && lo >= 0 && worst <= TargetBeyondSettle))
 		}
 	}
@@ -442,7 +442,7 @@ func renderReactions(p func(string, ...any), r *Results) {
 		return
 	}
 	p("## %s\n\n", secReactions)
-	p("From the change made in the simulator to the Node reflecting it (seen through a watch), one change at a time. ")
+	p("From the change made in the simulator to the Node reflecting it (seen through a watch), one change at a time (deletions overlap, see below). ")
 	p("For deletion and halt the Node is NotReady first, as it is when its VM stops.\n\n")
 	p("| change | mode | Nodes | samples | min | p50 | max | of which beyond the settle time: p50 / max | upstream v1.1.0 (500 Nodes) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var settle time.Duration
@@ -477,16 +477,17 @@ func renderReactions(p func(string, ...any), r *Results) {
 		p("Deleting a NotReady Node therefore takes the settle time plus the reaction beyond it. ")
 		p("The upstream XO CCM deletes in %s, with no such wait and none of this safety. ", anchors[1].deleted)
 		p("A shorter `settleTime` (1 s at least) buys faster deletion with a shorter safety margin. ")
+		p("The deletions are measured once the controller trusts the pools: after it starts (or a new leader takes over), a pool is trusted once it has been connected for the settle time and listed after that, and a VM's absence counts from then on, so a deletion right after a start can take up to twice the settle time. ")
 		p("The deletion samples overlap: their VMs are removed one after the other (each Node NotReady first) without waiting for the previous Node's deletion, so that their settle waits run together; every other change is measured one at a time.\n\n")
 	}
 }
 
-// signed writes a duration that may be negative.
+// signed writes a duration that may be negative, as an offset: "+ 25 ms", "− 1.00 s".
 func signed(d time.Duration) string {
 	if d < 0 {
-		return "−" + dur(-d)
+		return "− " + dur(-d)
 	}
-	return "+" + dur(d)
+	return "+ " + dur(d)
 }
 
 func minOf(d []time.Duration) time.Duration {
@@ -595,7 +596,7 @@ func renderEstates(p func(string, ...any), r *Results) {
 			p("\n")
 		}
 		if m := e.SplitMemory; m != nil {
-			p("Memory with %s Nodes and %d × %s VMs, read every 2 s during the first window (one relist of each server in it): resident %s median, %s highest reading, %s peak since start, Go heap %s, %d goroutines",
+			p("Memory with %s Nodes and %d × %s VMs, read every 2 s during the first window (relists of each server included): resident %s median, %s highest reading, %s peak since start, Go heap %s, %d goroutines",
 				count(m.Nodes), e.Servers, count(e.VMsPerServer), mib(m.RSS), mib(m.RSSMax), mib(m.HWM), mib(m.HeapInuse), m.Goroutines)
 			for _, one := range r.Memory {
 				if one.Nodes == m.Nodes {

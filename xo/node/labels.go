@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 )
 
@@ -218,18 +219,13 @@ func SanitizeLabelValue(s string) (string, bool) {
 	return string(b[start:end]), true
 }
 
-// Topology label sources (config `topology.region` and `topology.zone`).
+// Topology label sources: the values of the config's topology.region and topology.zone.
 const (
-	// RegionPoolID writes the pool uuid as the region (the default, upstream-compatible).
-	RegionPoolID = "poolID"
-	// RegionPoolName writes the pool's name.
-	RegionPoolName = "poolName"
-	// RegionServer writes the region configured for the XO server serving the pool.
-	RegionServer = "server"
-	// ZoneHostID writes the host uuid as the zone (the default, upstream-compatible).
-	ZoneHostID = "hostID"
-	// ZoneHostName writes the host's name.
-	ZoneHostName = "hostName"
+	RegionPoolID   = config.RegionPoolID
+	RegionPoolName = config.RegionPoolName
+	RegionServer   = config.RegionServer
+	ZoneHostID     = config.ZoneHostID
+	ZoneHostName   = config.ZoneHostName
 )
 
 // LabelOptions are the settings that govern the labels a VM implies: the topology label
