@@ -86,6 +86,20 @@ func ParseGoBench(r io.Reader) ([]GoBench, error) {
 	return out, nil
 }
 
+// FailedPackages returns the packages that `go test` output reports as failed ("FAIL<tab>pkg"
+// lines), in order.
+func FailedPackages(out string) []string {
+	var pkgs []string
+	for line := range strings.Lines(out) {
+		if rest, ok := strings.CutPrefix(line, "FAIL\t"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				pkgs = append(pkgs, f[0])
+			}
+		}
+	}
+	return pkgs
+}
+
 // splitProcs splits "BenchmarkX/sub-8" into "BenchmarkX/sub" and 8; without a numeric suffix
 // the name is kept whole and procs is 1.
 func splitProcs(s string) (string, int) {

@@ -155,6 +155,13 @@ func TestParseMetrics(t *testing.T) {
 	}
 }
 
+func TestFailedPackages(t *testing.T) {
+	got := FailedPackages(sampleBenchOutput + "panic: x\nFAIL\texample.com/a\t5.789s\nFAIL\nok  \texample.com/b\t1s\nFAIL\texample.com/c [build failed]\n")
+	if want := []string{"example.com/a", "example.com/c"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("FailedPackages = %v, want %v", got, want)
+	}
+}
+
 func TestHandWritten(t *testing.T) {
 	const generated = "# Benchmarks\n\nintro\n\n## Targets\n\n| a |\n\n### Churn run\n\ntext\n\n## Errors during the run\n\n- x\n"
 	for _, tt := range []struct{ name, in, want string }{

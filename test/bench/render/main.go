@@ -43,13 +43,15 @@ func run(resultsFile, microFile, out string) error {
 	}
 	var gb []bench.GoBench
 	if microFile != "" {
-		f, err := os.Open(microFile)
+		data, err := os.ReadFile(microFile)
 		if err != nil {
 			return fmt.Errorf("read micro-benchmarks: %w", err)
 		}
-		defer f.Close()
-		if gb, err = bench.ParseGoBench(f); err != nil {
+		if gb, err = bench.ParseGoBench(bytes.NewReader(data)); err != nil {
 			return fmt.Errorf("parse %s: %w", microFile, err)
+		}
+		for _, pkg := range bench.FailedPackages(string(data)) {
+			r.Errors = append(r.Errors, fmt.Sprintf("micro-benchmarks of %s failed: the table lacks that package's benchmarks from the failing one on (see the run's micro.txt)", pkg))
 		}
 	}
 	var buf bytes.Buffer

@@ -15,7 +15,7 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(results, []byte(`{"command":"make bench QUICK=1","machine":{"cpus":2},"bursts":[{"nodes":100,"webhook":true,"initialized":100,"total":500000000}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(micro, []byte("pkg: example.com/x\nBenchmarkX-2 10 100 ns/op\n"), 0o600); err != nil {
+	if err := os.WriteFile(micro, []byte("pkg: example.com/x\nBenchmarkX-2 10 100 ns/op\npanic: lookup missed\nFAIL\texample.com/x\t5.7s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := run(results, micro, out); err != nil {
@@ -25,7 +25,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"`make bench QUICK=1`", "| 100 | on | 500 ms | 0 |", "| example.com/x | X | 100 |"} {
+	for _, want := range []string{"`make bench QUICK=1`", "| 100 | on | 500 ms | 0 |", "| example.com/x | X | 100 |", "- micro-benchmarks of example.com/x failed"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("report lacks %q:\n%s", want, data)
 		}
