@@ -113,13 +113,22 @@ func run(ctx context.Context) error {
 	o.LeaderElect = false
 	o.MetricsBindAddress = "0"
 	o.HealthProbeBindAddress = probe
+	// A settle time of 3 s instead of the default 30 s, so that the deletion scene is short: a
+	// VM must be absent that long, from a pool connected that long, before its Node goes.
+	dir, err := os.MkdirTemp("", "xo-ccm-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	o.ConfigFile = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(o.ConfigFile, fmt.Appendf(nil, "url: %s\ntoken: %s\ninventory: {settleTime: 3s}\n", xoSrv.URL, token), 0o600); err != nil {
+		return err
+	}
 	mgrCtx, stopMgr := context.WithCancel(ctx)
 	defer stopMgr()
 	mgrDone := make(chan error, 1)
 	go func() {
-		mgrDone <- app.Run(mgrCtx, o, env.Config, func(k string) string {
-			return map[string]string{"XOA_URL": xoSrv.URL, "XOA_TOKEN": token}[k]
-		})
+		mgrDone <- app.Run(mgrCtx, o, env.Config, func(string) string { return "" })
 	}()
 	if err := waitReady(ctx, "http://"+probe+"/readyz", mgrDone); err != nil {
 		return err
@@ -193,7 +202,7 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("k8s-worker-2 tainted node.cloudprovider.kubernetes.io/shutdown:NoSchedule; its zone label kept (never the pool uuid)")
 
-	step("Deletion: k8s-worker-3 is deleted in XO and its Node is NotReady")
+	step("Deletion: k8s-worker-3 is deleted in XO and its Node is NotReady (the Node goes once the VM has been absent for the settle time, 3 s here, 30 s by default)")
 	if err := testenv.SetReady(ctx, c, "k8s-worker-3", false); err != nil {
 		return err
 	}
@@ -253,18 +262,18 @@ func printNodes(ctx context.Context, c client.Client) error {
 	}
 	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(w, "NAME\tSTATUS\tREGION\tZONE\tINSTANCE-TYPE")
+	_, _ = fmt.Fprintln(w, "NAME\tSTATUS\tREGION\tZONE\tINSTANCE-TYPE")
 	for _, n := range nodes.Items {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, readiness(&n), n.Labels[node.LabelRegion], n.Labels[node.LabelZone], n.Labels[node.LabelInstanceType])
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, readiness(&n), n.Labels[node.LabelRegion], n.Labels[node.LabelZone], n.Labels[node.LabelInstanceType])
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "NAME\tPROVIDER-ID\tHOST\tTAINTS")
+	_, _ = fmt.Fprintln(w, "NAME\tPROVIDER-ID\tHOST\tTAINTS")
 	for _, n := range nodes.Items {
 		var taints []string
 		for _, t := range n.Spec.Taints {
 			taints = append(taints, t.Key)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels[node.LabelHostName], strings.Join(taints, ","))
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels[node.LabelHostName], strings.Join(taints, ","))
 	}
 	return w.Flush()
 }
