@@ -119,7 +119,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	o.ConfigFile = filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(o.ConfigFile, fmt.Appendf(nil, "url: %s\ntoken: %s\ninventory: {settleTime: 3s}\n", xoSrv.URL, token), 0o600); err != nil {
 		return err
@@ -266,7 +266,7 @@ func printNodes(ctx context.Context, c client.Client) error {
 	for _, n := range nodes.Items {
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, readiness(&n), n.Labels[node.LabelRegion], n.Labels[node.LabelZone], n.Labels[node.LabelInstanceType])
 	}
-	fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w)
 	_, _ = fmt.Fprintln(w, "NAME\tPROVIDER-ID\tHOST\tTAINTS")
 	for _, n := range nodes.Items {
 		var taints []string
