@@ -96,7 +96,8 @@ const changeBuffer = 4096
 // ChangeSource returns a source that enqueues the Nodes an XO inventory change concerns and
 // wants accepts: the Node of a changed VM (through IndexVM), the Nodes on a changed host or
 // pool, and, for a VM change, the Nodes not yet tied to any VM. It lets an XO event reach the
-// right Node in milliseconds without listing anything.
+// right Node in milliseconds without listing anything. A pool change also wakes the Nodes not
+// yet tied to any VM: its settling may be what their name or address match waited for.
 func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.Node) bool) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		changes := make(chan inventory.Change, changeBuffer)
@@ -132,7 +133,9 @@ func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.
 					case inventory.HostChanged:
 						mapped(ch, client.MatchingFields{IndexHost: ch.ID})
 					case inventory.PoolChanged:
+						// A pool that settles can make a name or address match trusted.
 						mapped(ch, client.MatchingFields{IndexPool: ch.ID})
+						mapped(ch, client.MatchingFields{IndexUnresolved: "true"})
 					}
 				}
 			}
