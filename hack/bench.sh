@@ -4,7 +4,7 @@
 #   hack/bench.sh            full run: 10-minute churn run, 5 relists per steady-state window,
 #                            20 reaction samples (about 40 minutes on 2 CPUs)
 #   hack/bench.sh --quick    quick run (also QUICK=1): 60-second churn run, 1 relist per
-#                            window, 10 samples, shorter micro-benchmarks (about 17 minutes)
+#                            window, 10 samples, shorter micro-benchmarks (about 18 minutes)
 #
 # Environment: BENCH_DIR keeps the raw outputs there (default: a temporary folder, printed);
 # BENCH_OUT is the report (default BENCHMARKS.md at the repository root); BENCH_CHURN overrides
