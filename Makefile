@@ -85,7 +85,7 @@ docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each; crashers land in testdata/fuzz.
+fuzz: ## Run every fuzz target FUZZTIME (default 20000x) each; crashers land in testdata/fuzz.
 	hack/fuzz.sh
 
 .PHONY: bench
