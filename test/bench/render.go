@@ -19,8 +19,6 @@ const (
 	TargetBurst5000 = 30 * time.Second
 	// TargetRSS is the resident memory allowed with 5,000 Nodes and 10,000 VMs.
 	TargetRSS = 80 << 20
-	// TargetAdmissionP99 bounds the admission handler's p99 with 10,000 VMs in the inventory.
-	TargetAdmissionP99 = 100 * time.Microsecond
 	// TargetMigration is the time within which a live migration shows in the zone label when
 	// XO has the event stream.
 	TargetMigration = 2 * time.Second
@@ -94,7 +92,7 @@ func Render(w io.Writer, r *Results, micro []GoBench) error {
 		p("> **The machine was busy** (load average above its CPU count at the start): timings are pessimistic.\n\n")
 	}
 
-	renderTargets(p, r, micro)
+	renderTargets(p, r)
 	renderAdmission(p, micro)
 	renderBursts(p, r)
 	renderSteady(p, r)
@@ -151,14 +149,8 @@ func HandWritten(report string) string {
 	return out
 }
 
-func renderTargets(p func(string, ...any), r *Results, micro []GoBench) {
+func renderTargets(p func(string, ...any), r *Results) {
 	p("## %s\n\n| target | measured | |\n| --- | --- | --- |\n", secTargets)
-	for _, m := range micro {
-		if p99, ok := m.Get("p99-ns"); ok && m.Name == "BenchmarkAdmissionHandler/vms=10000" {
-			d := time.Duration(p99)
-			p("| admission handler p99 with 10,000 VMs in the inventory < %s | %s | %s |\n", dur(TargetAdmissionP99), dur(d), mark(d < TargetAdmissionP99))
-		}
-	}
 	for _, rc := range r.Reactions {
 		if rc.Kind == ReactionMigrated && rc.Mode == ModeEvents && len(rc.Samples) > 0 {
 			worst := slices.Max(rc.Samples)
@@ -296,7 +288,9 @@ func renderAdmission(p func(string, ...any), micro []GoBench) {
 	}
 	p("## %s\n\n", secAdmission)
 	p("Handler: decode the Node, resolve its VM from the in-memory inventory, compute labels, build the JSON patch. ")
-	p("HTTPS: full round trip to controller-runtime's webhook server, 64 concurrent clients, 10,000 VMs.\n\n")
+	p("HTTPS: full round trip to controller-runtime's webhook server, 64 concurrent clients, 10,000 VMs. ")
+	p("No target: the handler's own 100 µs p99 target is retired (it runs on controller-runtime's typed defaulter path); ")
+	p("what counts is the API server's view of a Node CREATE, the CREATE p50 / p99 columns of %s.\n\n", secBursts)
 	p("| benchmark | p50 | p99 | throughput | allocs/op | B/op |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, m := range rows {
 		p50, _ := m.Get("p50-ns")
