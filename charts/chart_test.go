@@ -35,6 +35,7 @@ const (
 	servingCertName = chartName + "-webhook"
 	servingSecret   = chartName + "-webhook-tls"
 	caName          = chartName + "-ca"
+	selfManagedCA   = chartName + "-webhook-ca"
 	selfSignedName  = chartName + "-selfsigned"
 	configSecret    = chartName + "-config"
 	leaderElectRole = chartName + "-leader-election"
@@ -150,6 +151,28 @@ var renderCases = map[string]renderCase{
 		want := cmmeta.IssuerReference{Name: "cluster-ca", Kind: "ClusterIssuer", Group: "cert-manager.io"}
 		if cert.Spec.IssuerRef != want {
 			t.Errorf("issuerRef = %+v, want %+v", cert.Spec.IssuerRef, want)
+		}
+	}},
+	"selfManagedCerts": {values: "ci/selfmanaged-certs-values.yaml", check: func(t *testing.T, o objects) {
+		_, c := deployment(t, o)
+		if got := mustFlag(t, c.Args, "webhook-certs"); got != app.CertsSelfManaged {
+			t.Fatalf("--webhook-certs=%s, want %s", got, app.CertsSelfManaged)
+		}
+		if a, b := mustFlag(t, c.Args, "webhook-ca-duration"), mustFlag(t, c.Args, "webhook-cert-duration"); a != "17520h" || b != "720h" {
+			t.Errorf("durations %s and %s, want the values' 17520h and 720h", a, b)
+		}
+	}},
+	"tlsSecret": {values: "ci/tls-secret-values.yaml", check: func(t *testing.T, o objects) {
+		mwc := decode[admissionregistrationv1.MutatingWebhookConfiguration](t, o, "MutatingWebhookConfiguration", chartName)
+		if _, ok := mwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
+			t.Error("inject-ca-from set with a user's Secret")
+		}
+		if !strings.HasPrefix(string(mwc.Webhooks[0].ClientConfig.CABundle), "-----BEGIN CERTIFICATE-----") {
+			t.Errorf("caBundle %.40q is not the values' PEM", mwc.Webhooks[0].ClientConfig.CABundle)
+		}
+		d, c := deployment(t, o)
+		if v, _ := volumeAt(t, d, c, mustFlag(t, c.Args, "webhook-cert-dir")); v == nil || v.Secret == nil || v.Secret.SecretName != "my-webhook-tls" {
+			t.Errorf("cert dir volume %+v, want Secret my-webhook-tls", v)
 		}
 	}},
 	"singleReplica": {values: "ci/single-replica-values.yaml", check: func(t *testing.T, o objects) {
@@ -615,14 +638,15 @@ func checkWebhookWiring(t *testing.T, o objects) {
 	}
 	got := mwc.Webhooks[0]
 	want := webhook.Configuration(mwc.Name, got.ClientConfig.Service, *got.FailurePolicy, *got.TimeoutSeconds).Webhooks[0]
+	want.ClientConfig.CABundle = got.ClientConfig.CABundle // checked below, by mode
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("webhook differs from webhook.Configuration:\n got:\n%s\nwant:\n%s", toYAML(t, got), toYAML(t, want))
 	}
 
 	// clientConfig → Service → container port → --webhook-port.
 	ref := got.ClientConfig.Service
-	if ref == nil || got.ClientConfig.URL != nil || len(got.ClientConfig.CABundle) != 0 {
-		t.Fatalf("clientConfig = %+v, want a Service and no URL or CA bundle (cainjector sets it)", got.ClientConfig)
+	if ref == nil || got.ClientConfig.URL != nil {
+		t.Fatalf("clientConfig = %+v, want a Service and no URL", got.ClientConfig)
 	}
 	if ref.Name != webhookService || ref.Namespace != namespace || ref.Path == nil || *ref.Path != webhook.Path {
 		t.Errorf("clientConfig.service = %s/%s path %s, want %s/%s path %s", ref.Namespace, ref.Name, ptr.Deref(ref.Path, ""), namespace, webhookService, webhook.Path)
@@ -645,8 +669,34 @@ func checkWebhookWiring(t *testing.T, o objects) {
 		t.Errorf("Service targets container port %d, the binary listens on --webhook-port=%s", got, mustFlag(t, c.Args, "webhook-port"))
 	}
 
+	wantDNS := []string{svc.Name, svc.Name + "." + namespace, svc.Name + "." + namespace + ".svc", svc.Name + "." + namespace + ".svc.cluster.local"}
+	ann, certManager := mwc.Annotations["cert-manager.io/inject-ca-from"]
+	mode, _ := flagValue(t, c.Args, "webhook-certs")
+	if !certManager {
+		if n := len(o.ofKind("Certificate")) + len(o.ofKind("Issuer")); n != 0 {
+			t.Errorf("%d cert-manager objects rendered without cert-manager", n)
+		}
+	}
+	switch {
+	case mode == app.CertsSelfManaged:
+		checkSelfManagedCerts(t, o, mwc, wantDNS)
+		return
+	case !certManager:
+		// Bring your own: the Secret is mounted as the cert dir, the caBundle is the value.
+		if len(got.ClientConfig.CABundle) == 0 {
+			t.Fatal("no caBundle and no cert-manager injection: the API server could not verify the webhook")
+		}
+		certDir := mustFlag(t, c.Args, "webhook-cert-dir")
+		if v, ro := volumeAt(t, d, c, certDir); v == nil || v.Secret == nil || v.Secret.SecretName == servingSecret || !ro {
+			t.Errorf("--webhook-cert-dir=%s: volume %+v (read-only %v), want the user's Secret read-only", certDir, v, ro)
+		}
+		return
+	}
+	if len(got.ClientConfig.CABundle) != 0 {
+		t.Error("caBundle rendered with cert-manager: cainjector sets it")
+	}
+
 	// inject-ca-from names the serving Certificate.
-	ann := mwc.Annotations["cert-manager.io/inject-ca-from"]
 	certNS, certName, _ := strings.Cut(ann, "/")
 	if certNS != namespace || certName != servingCertName {
 		t.Errorf("inject-ca-from = %q, want %s/%s", ann, namespace, servingCertName)
@@ -654,7 +704,6 @@ func checkWebhookWiring(t *testing.T, o objects) {
 	cert := decode[cmapi.Certificate](t, o, "Certificate", certName)
 
 	// The Certificate covers every name of the Service.
-	wantDNS := []string{svc.Name, svc.Name + "." + namespace, svc.Name + "." + namespace + ".svc", svc.Name + "." + namespace + ".svc.cluster.local"}
 	if !slices.Equal(cert.Spec.DNSNames, wantDNS) {
 		t.Errorf("dnsNames = %v, want %v", cert.Spec.DNSNames, wantDNS)
 	}
@@ -694,6 +743,54 @@ func checkWebhookWiring(t *testing.T, o objects) {
 		}
 	} else if cert.Spec.IssuerRef.Name == "" {
 		t.Error("serving certificate has no issuer")
+	}
+}
+
+// checkSelfManagedCerts checks --webhook-certs=self-managed: no certificate volume, the
+// serving certificate for every name of the Service, the CA Secret and the configuration
+// named, durations the binary accepts, and RBAC narrowed to that Secret and configuration.
+func checkSelfManagedCerts(t *testing.T, o objects, mwc *admissionregistrationv1.MutatingWebhookConfiguration, wantDNS []string) {
+	d, c := deployment(t, o)
+	if _, ok := flagValue(t, c.Args, "webhook-cert-dir"); ok {
+		t.Error("--webhook-cert-dir passed with self-managed certificates")
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && (v.Secret.SecretName == servingSecret || v.Secret.SecretName == selfManagedCA) {
+			t.Errorf("certificate volume %q mounted with self-managed certificates", v.Name)
+		}
+	}
+	if len(mwc.Webhooks[0].ClientConfig.CABundle) != 0 {
+		t.Error("caBundle rendered with self-managed certificates: the controller writes it")
+	}
+	if got := mustFlag(t, c.Args, "webhook-dns-names"); got != strings.Join(wantDNS, ",") {
+		t.Errorf("--webhook-dns-names=%s, want %s", got, strings.Join(wantDNS, ","))
+	}
+	if got := mustFlag(t, c.Args, "webhook-ca-secret"); got != namespace+"/"+selfManagedCA {
+		t.Errorf("--webhook-ca-secret=%s, want %s/%s", got, namespace, selfManagedCA)
+	}
+	if got := mustFlag(t, c.Args, "webhook-configuration"); got != mwc.Name {
+		t.Errorf("--webhook-configuration=%s, want %s", got, mwc.Name)
+	}
+	role := decode[rbacv1.Role](t, o, "Role", selfManagedCA)
+	wantRole := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{selfManagedCA}, Verbs: []string{"get", "list", "watch", "update"}},
+	}
+	if !reflect.DeepEqual(role.Rules, wantRole) {
+		t.Errorf("Role %s rules:\n%s\nwant:\n%s", role.Name, toYAML(t, role.Rules), toYAML(t, wantRole))
+	}
+	cr := decode[rbacv1.ClusterRole](t, o, "ClusterRole", selfManagedCA)
+	wantCluster := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"},
+		ResourceNames: []string{mwc.Name}, Verbs: []string{"get", "list", "watch", "patch"}}}
+	if !reflect.DeepEqual(cr.Rules, wantCluster) {
+		t.Errorf("ClusterRole %s rules:\n%s\nwant:\n%s", cr.Name, toYAML(t, cr.Rules), toYAML(t, wantCluster))
+	}
+	sa := d.Spec.Template.Spec.ServiceAccountName
+	wantSubject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: namespace}}
+	rb := decode[rbacv1.RoleBinding](t, o, "RoleBinding", selfManagedCA)
+	crb := decode[rbacv1.ClusterRoleBinding](t, o, "ClusterRoleBinding", selfManagedCA)
+	if rb.RoleRef.Name != role.Name || !reflect.DeepEqual(rb.Subjects, wantSubject) || crb.RoleRef.Name != cr.Name || !reflect.DeepEqual(crb.Subjects, wantSubject) {
+		t.Errorf("bindings: %+v %+v / %+v %+v", rb.RoleRef, rb.Subjects, crb.RoleRef, crb.Subjects)
 	}
 }
 
@@ -743,43 +840,49 @@ func TestRenderRejects(t *testing.T) {
 		set  []string
 		want string
 	}{
-		"config and existing Secret":     {[]string{"config.url=https://xo", "existingConfigSecret=s"}, "either config or existingConfigSecret"},
-		"plain token in env":             {[]string{"extraEnv[0].name=XOA_TOKEN", "extraEnv[0].value=abc"}, "plain value"},
-		"chart-owned flag in args":       {[]string{"extraArgs[0]=--config=/x"}, "set by the chart"},
-		"leader-elect in args":           {[]string{"extraArgs[0]=--leader-elect=false"}, "set by the chart"},
-		"lease namespace in args":        {[]string{"extraArgs[0]=--leader-elect-namespace=x"}, "set by the chart"},
-		"PDB blocking drains":            {[]string{"podDisruptionBudget.minAvailable=2"}, "less than replicaCount"},
-		"port clash":                     {[]string{"metrics.port=9443"}, "must differ"},
-		"health port clash":              {[]string{"healthProbe.port=8080"}, "must differ"},
-		"unknown value":                  {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
-		"unknown config key":             {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
-		"plain token in clusters":        {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].token=abc"}, "additional properties 'token' not allowed"},
-		"failurePolicy":                  {[]string{"webhook.failurePolicy=Deny"}, "failurePolicy"},
-		"timeoutSeconds above 30":        {[]string{"webhook.timeoutSeconds=31"}, "timeoutSeconds"},
-		"unknown controller":             {[]string{"controllers[0]=cloud-route"}, "controllers"},
-		"bad duration":                   {[]string{"webhook.lookupTimeout=1 second"}, "lookupTimeout"},
-		"bad log level":                  {[]string{"logLevel=verbose"}, "logLevel"},
-		"issuerRef without name":         {[]string{"certManager.issuerRef.kind=ClusterIssuer"}, "name"},
-		"secret key with a slash":        {[]string{"existingConfigSecretKey=a/b"}, "existingConfigSecretKey"},
-		"no ServiceAccount name":         {[]string{"serviceAccount.create=false"}, "serviceAccount.name is required"},
-		"zero replicas":                  {[]string{"replicaCount=0"}, "replicaCount"},
-		"fullnameOverride too long":      {[]string{"fullnameOverride=" + strings.Repeat("a", 51)}, "fullnameOverride"},
-		"image digest not a sha256":      {[]string{"image.digest=latest"}, "digest"},
-		"extraArgs not a flag":           {[]string{"extraArgs[0]=verbose"}, "extraArgs"},
-		"extraEnv token from literal":    {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "plain value"},
-		"ServiceMonitor without metrics": {[]string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.enabled"},
-		"nothing to run":                 {[]string{"controllers=null", "webhook.enabled=false"}, "the pods would run nothing"},
-		"workers in args":                {[]string{"extraArgs[0]=--workers=8"}, "--workers=8 is set by the chart; use workers"},
-		"controllers in args":            {[]string{"extraArgs[0]=--controllers=cloud-node"}, "use controllers"},
-		"kube-api-qps in args":           {[]string{"extraArgs[0]=--kube-api-qps=10"}, "use kubeAPI.qps"},
-		"kube-api-burst in args":         {[]string{"extraArgs[0]=-kube-api-burst=10"}, "use kubeAPI.burst"},
-		"log level in args":              {[]string{"extraArgs[0]=--zap-log-level=debug"}, "use logLevel"},
-		"lookup timeout in args":         {[]string{"extraArgs[0]=--webhook-lookup-timeout=2s"}, "use webhook.lookupTimeout"},
-		"bare leader-elect in args":      {[]string{"extraArgs[0]=--leader-elect"}, "set by the chart"},
-		"unknown flag in args":           {[]string{"extraArgs[0]=--nope=1"}, "--nope=1 is not a flag of this binary"},
-		"flag and value with a space":    {[]string{"extraArgs[0]=--zap-encoder console"}, "is not a flag of this binary"},
-		"check-config in args":           {[]string{"extraArgs[0]=--check-config"}, "exit at once"},
-		"lookupTimeout above 10s":        {[]string{"webhook.lookupTimeout=11s"}, "lookupTimeout"},
+		"config and existing Secret":      {[]string{"config.url=https://xo", "existingConfigSecret=s"}, "either config or existingConfigSecret"},
+		"plain token in env":              {[]string{"extraEnv[0].name=XOA_TOKEN", "extraEnv[0].value=abc"}, "plain value"},
+		"chart-owned flag in args":        {[]string{"extraArgs[0]=--config=/x"}, "set by the chart"},
+		"leader-elect in args":            {[]string{"extraArgs[0]=--leader-elect=false"}, "set by the chart"},
+		"lease namespace in args":         {[]string{"extraArgs[0]=--leader-elect-namespace=x"}, "set by the chart"},
+		"PDB blocking drains":             {[]string{"podDisruptionBudget.minAvailable=2"}, "less than replicaCount"},
+		"port clash":                      {[]string{"metrics.port=9443"}, "must differ"},
+		"health port clash":               {[]string{"healthProbe.port=8080"}, "must differ"},
+		"unknown value":                   {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
+		"unknown config key":              {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
+		"plain token in clusters":         {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].token=abc"}, "additional properties 'token' not allowed"},
+		"failurePolicy":                   {[]string{"webhook.failurePolicy=Deny"}, "failurePolicy"},
+		"timeoutSeconds above 30":         {[]string{"webhook.timeoutSeconds=31"}, "timeoutSeconds"},
+		"unknown controller":              {[]string{"controllers[0]=cloud-route"}, "controllers"},
+		"bad duration":                    {[]string{"webhook.lookupTimeout=1 second"}, "lookupTimeout"},
+		"bad log level":                   {[]string{"logLevel=verbose"}, "logLevel"},
+		"issuerRef without name":          {[]string{"certManager.issuerRef.kind=ClusterIssuer"}, "name"},
+		"secret key with a slash":         {[]string{"existingConfigSecretKey=a/b"}, "existingConfigSecretKey"},
+		"no ServiceAccount name":          {[]string{"serviceAccount.create=false"}, "serviceAccount.name is required"},
+		"zero replicas":                   {[]string{"replicaCount=0"}, "replicaCount"},
+		"fullnameOverride too long":       {[]string{"fullnameOverride=" + strings.Repeat("a", 51)}, "fullnameOverride"},
+		"image digest not a sha256":       {[]string{"image.digest=latest"}, "digest"},
+		"extraArgs not a flag":            {[]string{"extraArgs[0]=verbose"}, "extraArgs"},
+		"extraEnv token from literal":     {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "plain value"},
+		"ServiceMonitor without metrics":  {[]string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.enabled"},
+		"nothing to run":                  {[]string{"controllers=null", "webhook.enabled=false"}, "the pods would run nothing"},
+		"workers in args":                 {[]string{"extraArgs[0]=--workers=8"}, "--workers=8 is set by the chart; use workers"},
+		"controllers in args":             {[]string{"extraArgs[0]=--controllers=cloud-node"}, "use controllers"},
+		"kube-api-qps in args":            {[]string{"extraArgs[0]=--kube-api-qps=10"}, "use kubeAPI.qps"},
+		"kube-api-burst in args":          {[]string{"extraArgs[0]=-kube-api-burst=10"}, "use kubeAPI.burst"},
+		"log level in args":               {[]string{"extraArgs[0]=--zap-log-level=debug"}, "use logLevel"},
+		"lookup timeout in args":          {[]string{"extraArgs[0]=--webhook-lookup-timeout=2s"}, "use webhook.lookupTimeout"},
+		"bare leader-elect in args":       {[]string{"extraArgs[0]=--leader-elect"}, "set by the chart"},
+		"unknown flag in args":            {[]string{"extraArgs[0]=--nope=1"}, "--nope=1 is not a flag of this binary"},
+		"flag and value with a space":     {[]string{"extraArgs[0]=--zap-encoder console"}, "is not a flag of this binary"},
+		"check-config in args":            {[]string{"extraArgs[0]=--check-config"}, "exit at once"},
+		"lookupTimeout above 10s":         {[]string{"webhook.lookupTimeout=11s"}, "lookupTimeout"},
+		"unknown certificates mode":       {[]string{"webhook.certificates.mode=vault"}, "mode"},
+		"existingSecret without name":     {[]string{"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.caBundle=QQ=="}, "name"},
+		"existingSecret without CA":       {[]string{"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.name=s"}, "caBundle"},
+		"caBundle without existingSecret": {[]string{"webhook.certificates.existingSecret.caBundle=QQ=="}, "caBundle"},
+		"issuerRef when self-managed":     {[]string{"webhook.certificates.mode=selfManaged", "certManager.issuerRef.name=ca"}, "certManager.issuerRef is set but webhook.certificates.mode is selfManaged"},
+		"self-managed flag in args":       {[]string{"extraArgs[0]=--webhook-certs=self-managed"}, "use webhook.certificates.mode"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

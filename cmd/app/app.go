@@ -13,8 +13,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,6 +28,7 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook/certs"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
@@ -59,6 +62,11 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	return RunConfig(ctx, o, cfg, restConfig)
 }
 
+// skipControllerNameValidation turns off controller-runtime's check that a controller name is
+// used once per process; the tests, which run the command several times in one process, set it
+// (export_test.go).
+var skipControllerNameValidation = false
+
 // RunConfig builds the Manager with one inventory per XO server, the webhook and the selected
 // controllers, and runs it until ctx ends. o must be valid and cfg loaded.
 func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *rest.Config) error {
@@ -86,19 +94,37 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		RenewDeadline:                 &o.LeaderElectRenewDeadline,
 		RetryPeriod:                   &o.LeaderElectRetryPeriod,
 		Cache:                         cache.Options{DefaultTransform: common.TrimNode},
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(skipControllerNameValidation)},
 	}
-	var webhookServer ctrlwebhook.Server
-	if o.Webhook {
-		webhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host:    o.WebhookHost,
-			Port:    o.WebhookPort,
-			CertDir: o.WebhookCertDir,
-			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }},
-		})
+	selfManaged := o.Webhook && o.WebhookCerts == CertsSelfManaged
+	if selfManaged {
+		mgrOpts.Cache.ByObject = certs.CacheOptions(o.CertOptions())
 	}
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
+	}
+	var webhookServer ctrlwebhook.Server
+	if o.Webhook {
+		wo := ctrlwebhook.Options{
+			Host:    o.WebhookHost,
+			Port:    o.WebhookPort,
+			CertDir: o.WebhookCertDir,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }},
+		}
+		if selfManaged {
+			co := o.CertOptions()
+			co.Log = ctrl.Log.WithName("webhook-certificates")
+			src, err := certs.Setup(mgr, co)
+			if err != nil {
+				return fmt.Errorf("self-managed webhook certificates: %w", err)
+			}
+			if err := mgr.AddReadyzCheck("webhook-certificate", src.ReadyCheck); err != nil {
+				return err
+			}
+			wo.CertDir, wo.TLSOpts = "", append(wo.TLSOpts, src.TLS)
+		}
+		webhookServer = ctrlwebhook.NewServer(wo)
 	}
 
 	estate, err := newEstate(mgr, cfg, o.WebhookLookupTimeout)
@@ -121,7 +147,11 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 
 	if o.Webhook {
 		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Recorder: recorder}
-		if err := startWebhook(ctx, mgr, webhookServer, d, o.WebhookCertDir); err != nil {
+		certDir := o.WebhookCertDir
+		if selfManaged {
+			certDir = "" // the server has its certificate source
+		}
+		if err := startWebhook(ctx, mgr, webhookServer, d, certDir); err != nil {
 			return err
 		}
 	}

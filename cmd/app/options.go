@@ -13,12 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/cloudnode"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook/certs"
 )
 
 // AllControllers lists every controller by the name --controllers takes, in start order.
@@ -46,8 +48,18 @@ type Options struct {
 	Controllers string
 	Webhook     bool
 	WebhookPort int
-	// WebhookCertDir holds tls.crt and tls.key, reloaded when they change.
+	// WebhookCertDir holds tls.crt and tls.key, reloaded when they change (WebhookCerts dir).
 	WebhookCertDir string
+	// WebhookCerts is where the serving certificate comes from: CertsDir (WebhookCertDir,
+	// filled by cert-manager or the operator) or CertsSelfManaged (package webhook/certs).
+	WebhookCerts string
+	// WebhookCASecret (namespace/name), WebhookDNSNames, WebhookConfiguration and the two
+	// lifetimes configure the self-managed certificates (see certs.Options).
+	WebhookCASecret      string
+	WebhookDNSNames      string
+	WebhookConfiguration string
+	WebhookCADuration    time.Duration
+	WebhookCertDuration  time.Duration
 	// WebhookHost is the address the webhook listens on; empty means every interface.
 	WebhookHost string
 	// WebhookLookupTimeout bounds the one XO read the webhook may make per Node.
@@ -85,6 +97,9 @@ func NewOptions() *Options {
 		Webhook:                  true,
 		WebhookPort:              9443,
 		WebhookCertDir:           "/etc/xenorchestra-cloud-controller-manager/tls",
+		WebhookCerts:             CertsDir,
+		WebhookCADuration:        certs.DefaultCADuration,
+		WebhookCertDuration:      certs.DefaultCertDuration,
 		WebhookLookupTimeout:     time.Second,
 		MetricsBindAddress:       ":8080",
 		HealthProbeBindAddress:   ":8081",
@@ -106,6 +121,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook's HTTPS server.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook listens on; empty: all interfaces.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Folder holding the webhook's tls.crt and tls.key; a rotated certificate is picked up without a restart.")
+	fs.StringVar(&o.WebhookCerts, "webhook-certs", o.WebhookCerts, "Where the webhook's serving certificate comes from: "+CertsDir+" (--webhook-cert-dir, e.g. a cert-manager Secret) or "+CertsSelfManaged+" (a CA in --webhook-ca-secret, created and rotated by this controller, and copied into the caBundle of --webhook-configuration).")
+	fs.StringVar(&o.WebhookCASecret, "webhook-ca-secret", o.WebhookCASecret, "With --webhook-certs="+CertsSelfManaged+": namespace/name of the Secret holding the webhook's CA (created if missing).")
+	fs.StringVar(&o.WebhookDNSNames, "webhook-dns-names", o.WebhookDNSNames, "With --webhook-certs="+CertsSelfManaged+": comma-separated DNS names of the serving certificate (the webhook Service's names).")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", o.WebhookConfiguration, "With --webhook-certs="+CertsSelfManaged+": the MutatingWebhookConfiguration whose caBundle is kept equal to the CA.")
+	fs.DurationVar(&o.WebhookCADuration, "webhook-ca-duration", o.WebhookCADuration, "With --webhook-certs="+CertsSelfManaged+": lifetime of the CA, renewed at two thirds of it.")
+	fs.DurationVar(&o.WebhookCertDuration, "webhook-cert-duration", o.WebhookCertDuration, "With --webhook-certs="+CertsSelfManaged+": lifetime of a serving certificate, renewed at two thirds of it; shorter than the CA's.")
 	fs.DurationVar(&o.WebhookLookupTimeout, "webhook-lookup-timeout", o.WebhookLookupTimeout, "Bound of the one XO read the webhook makes for a VM missing from the inventory; keep it well under the webhook's timeoutSeconds.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address (unauthenticated: keep it off unless investigating).")
@@ -136,6 +157,30 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// Values of --webhook-certs.
+const (
+	CertsDir         = "dir"
+	CertsSelfManaged = "self-managed"
+)
+
+// CertOptions returns the self-managed certificates' options from the flags.
+func (o *Options) CertOptions() certs.Options {
+	var secret types.NamespacedName
+	if ns, name, ok := strings.Cut(o.WebhookCASecret, "/"); ok {
+		secret = types.NamespacedName{Namespace: ns, Name: name}
+	}
+	var names []string
+	for _, n := range strings.Split(o.WebhookDNSNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return certs.Options{
+		Secret: secret, DNSNames: names, WebhookConfiguration: o.WebhookConfiguration,
+		CADuration: o.WebhookCADuration, CertDuration: o.WebhookCertDuration,
+	}
+}
+
 // EnabledControllers returns the selected controller names.
 func (o *Options) EnabledControllers() []string {
 	if strings.TrimSpace(o.Controllers) == "*" {
@@ -161,8 +206,19 @@ func (o *Options) Validate() error {
 	if o.Webhook && (o.WebhookPort < 1 || o.WebhookPort > 65535) {
 		errs = append(errs, fmt.Errorf("--webhook-port: %d is not a port", o.WebhookPort))
 	}
-	if o.Webhook && o.WebhookCertDir == "" {
-		errs = append(errs, errors.New("--webhook-cert-dir: required with --webhook"))
+	if o.Webhook {
+		switch o.WebhookCerts {
+		case CertsDir:
+			if o.WebhookCertDir == "" {
+				errs = append(errs, errors.New("--webhook-cert-dir: required with --webhook-certs="+CertsDir))
+			}
+		case CertsSelfManaged:
+			if err := o.CertOptions().Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("--webhook-certs=%s: %w", CertsSelfManaged, err))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("--webhook-certs: %q is neither %s nor %s", o.WebhookCerts, CertsDir, CertsSelfManaged))
+		}
 	}
 	if o.WebhookLookupTimeout <= 0 || o.WebhookLookupTimeout > 10*time.Second {
 		errs = append(errs, fmt.Errorf("--webhook-lookup-timeout: %s must be in (0, 10s]", o.WebhookLookupTimeout))

@@ -49,6 +49,13 @@ func TestOptionsValidate(t *testing.T) {
 		{args: []string{"--webhook-lookup-timeout=30s"}, want: []string{"--webhook-lookup-timeout"}},
 		{args: []string{"--webhook-lookup-timeout=0s"}, want: []string{"--webhook-lookup-timeout"}},
 		{args: []string{"--webhook-lookup-timeout=10s"}},
+		{args: []string{"--webhook-certs=vault"}, want: []string{`--webhook-certs: "vault" is neither dir nor self-managed`}},
+		{args: []string{"--webhook-certs=self-managed"}, want: []string{"CA Secret", "no DNS name", "no MutatingWebhookConfiguration"}},
+		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ca", "--webhook-dns-names=svc", "--webhook-configuration=c"}, want: []string{"want namespace/name"}},
+		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ns/ca", "--webhook-dns-names=svc", "--webhook-configuration=c", "--webhook-cert-duration=9000h"},
+			want: []string{"want 0 < certificate lifetime (9000h0m0s) < CA lifetime (8760h0m0s)"}},
+		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ns/ca", "--webhook-dns-names=svc.ns.svc, svc", "--webhook-configuration=c"}},
+		{args: []string{"--webhook-certs=self-managed", "--webhook=false"}}, // the certificate flags do not matter then
 		// Out of cluster, the Lease has no pod namespace to default to.
 		{args: nil, outOfCluster: true, want: []string{"--leader-elect-namespace: required outside a cluster"}},
 		{args: []string{"--leader-elect-namespace=kube-system"}, outOfCluster: true},

@@ -21,7 +21,8 @@ import (
 const certPollInterval = 5 * time.Second
 
 // startWebhook registers the Node webhook on srv and adds srv to the manager — at once when
-// the serving certificate is in certDir, otherwise as soon as it appears.
+// certDir is empty (srv has its own certificate source) or holds the serving certificate,
+// otherwise as soon as it appears.
 //
 // Why wait rather than fail: on a new cluster every Node carries the uninitialized taint until
 // this controller runs, so cert-manager (which does not tolerate that taint) cannot issue the
@@ -42,7 +43,7 @@ func startWebhook(ctx context.Context, mgr ctrl.Manager, srv ctrlwebhook.Server,
 	}); err != nil {
 		return err
 	}
-	if certsPresent(certDir) {
+	if certDir == "" || certsPresent(certDir) {
 		added.Store(true)
 		return mgr.Add(srv)
 	}

@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,28 +38,9 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 	wo := env.WebhookInstallOptions
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wo.LocalServingHost, wo.LocalServingPort, certDir
 	o.LeaderElect, o.MetricsBindAddress, o.HealthProbeBindAddress = false, "0", probe
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Run(ctx, o, env.Config, func(k string) string {
-			return map[string]string{"XOA_URL": x.URL, "XOA_TOKEN": token}[k]
-		})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-
-	testenv.Eventually(t, 30*time.Second, "readiness without a certificate", func() bool {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	runApp(t, o, env, x.URL)
+	waitReady(t, probe, "readiness without a certificate")
+	ctx := context.Background()
 	c := env.Client
 	n1 := testenv.KubeletNode("before-cert", testenv.WithSystemUUID(vm1))
 	if err := c.Create(ctx, n1); err != nil {

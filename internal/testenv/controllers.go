@@ -239,10 +239,11 @@ func (f *Fixture) Refuse() (restore func()) {
 }
 
 // RequestCounter counts the requests that the clients built from a rest.Config it wrapped
-// send to the API server, by method and path.
+// send to the API server, by method and path, and the answers 409 Conflict among them.
 type RequestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
+	mu        sync.Mutex
+	counts    map[string]int
+	conflicts int
 }
 
 // Config returns a copy of cfg whose requests c counts.
@@ -256,7 +257,13 @@ func (c *RequestCounter) Config(cfg *rest.Config) *rest.Config {
 			}
 			c.counts[req.Method+" "+req.URL.Path]++
 			c.mu.Unlock()
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusConflict {
+				c.mu.Lock()
+				c.conflicts++
+				c.mu.Unlock()
+			}
+			return resp, err
 		})
 	})
 	return cfg
@@ -275,6 +282,13 @@ func (c *RequestCounter) NodeWrites(name string) int {
 		}
 	}
 	return n
+}
+
+// Conflicts returns how many requests were answered 409 Conflict.
+func (c *RequestCounter) Conflicts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conflicts
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -58,7 +58,7 @@ var (
 	flagCtrlEnv  = flag.String("bench.controller-env", "", "Extra environment variables of the controller, space-separated NAME=value.")
 	// flagProfiles runs the controller with --profiling and saves its heap profile at the end of
 	// each memory reading, for `go tool pprof`.
-	flagProfiles = flag.String("bench.profile-dir", "", "Save the controller's heap profile of each memory reading in this folder.")
+	flagProfiles = flag.String("bench.profile-dir", "", "Save the controller's heap profile of each memory reading, and CPU profiles of the controller and the API server over the first 20 s of each burst, in this folder.")
 
 	// The estates phase (issue #10) has simulators of its own.
 	flagEstateVMs   = flag.Int("bench.estate-vms", 5000, "Estates: VMs of each of the two XO servers.")
@@ -287,6 +287,9 @@ func (h *harness) measureBurst(c *controller, what string, vms []vmInfo, webhook
 	}
 	ctrlBefore, _ := c.scrape()
 	cpuBefore := h.cpuTimes(c)
+	if *flagProfiles != "" {
+		h.cpuProfiles(c, fmt.Sprintf("%d-webhook-%t", n, webhook))
+	}
 
 	sent := make([]time.Time, n)
 	took := make([]time.Duration, n)

@@ -337,6 +337,31 @@ func (c *controller) stop() {
 	}
 }
 
+// cpuProfiles saves, in the background, CPU profiles of the controller (it runs with
+// --profiling) and of the API server over the next 20 s, as cpu-{controller,apiserver}-<what>.pb.gz.
+func (h *harness) cpuProfiles(c *controller, what string) {
+	save := func(name string, get func() ([]byte, error)) {
+		b, err := get()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*flagProfiles, fmt.Sprintf("cpu-%s-%s.pb.gz", name, what)), b, 0o644)
+		}
+		if err != nil {
+			h.t.Logf("CPU profile of the %s: %v", name, err)
+		}
+	}
+	go save("apiserver", func() ([]byte, error) {
+		return h.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", "20").Timeout(time.Minute).DoRaw(h.ctx)
+	})
+	go save("controller", func() ([]byte, error) {
+		resp, err := http.Get(c.debug + "profile?seconds=20") //nolint:gosec // loopback
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	})
+}
+
 // saveHeapProfile writes the controller's heap profile (it runs with --profiling) to path.
 func (c *controller) saveHeapProfile(path string) error {
 	resp, err := http.Get(c.debug + "heap?gc=1") //nolint:gosec // loopback

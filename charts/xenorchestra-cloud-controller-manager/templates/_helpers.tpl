@@ -88,7 +88,21 @@ xenorchestra-cloud-controller-manager
 
 {{/* xoccm.webhookCertSecretName is the Secret of the serving certificate, mounted as the cert dir. */}}
 {{- define "xoccm.webhookCertSecretName" -}}
+{{- if eq (include "xoccm.certMode" .) "existingSecret" -}}
+{{- .Values.webhook.certificates.existingSecret.name -}}
+{{- else -}}
 {{- printf "%s-webhook-tls" (include "xoccm.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* xoccm.selfManagedCASecretName is the Secret of the CA with webhook.certificates.mode selfManaged. */}}
+{{- define "xoccm.selfManagedCASecretName" -}}
+{{- printf "%s-webhook-ca" (include "xoccm.fullname" .) -}}
+{{- end -}}
+
+{{/* xoccm.certMode is webhook.certificates.mode. */}}
+{{- define "xoccm.certMode" -}}
+{{- .Values.webhook.certificates.mode -}}
 {{- end -}}
 
 {{/* xoccm.caName names the chart's self-signed CA: its Certificate, Secret and CA Issuer. */}}
@@ -233,6 +247,12 @@ controllers: controllers
 webhook: webhook.enabled
 webhook-port: webhook.port
 webhook-cert-dir: nothing (the serving certificate's Secret is mounted there)
+webhook-certs: webhook.certificates.mode
+webhook-ca-secret: nothing (with webhook.certificates.mode selfManaged the CA is in the Secret <fullname>-webhook-ca)
+webhook-dns-names: nothing (the webhook Service's names)
+webhook-configuration: nothing (the chart's MutatingWebhookConfiguration)
+webhook-ca-duration: webhook.certificates.selfManaged.caDuration
+webhook-cert-duration: webhook.certificates.selfManaged.certDuration
 webhook-lookup-timeout: webhook.lookupTimeout
 metrics-bind-address: metrics.enabled and metrics.port
 health-probe-bind-address: healthProbe.port
@@ -340,6 +360,9 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled: there would be no metrics Service to scrape" -}}
+{{- end -}}
+{{- if and .Values.certManager.issuerRef (ne (include "xoccm.certMode" .) "certManager") -}}
+{{- fail (printf "certManager.issuerRef is set but webhook.certificates.mode is %s: cert-manager issues nothing in that mode; remove issuerRef or use mode certManager" (include "xoccm.certMode" .)) -}}
 {{- end -}}
 {{- if and .Values.webhook.enabled .Values.metrics.enabled (eq (int .Values.webhook.port) (int .Values.metrics.port)) -}}
 {{- fail "webhook.port and metrics.port must differ" -}}
