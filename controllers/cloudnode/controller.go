@@ -75,7 +75,7 @@ type Reconciler struct {
 // New returns the cloud-node Reconciler.
 func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	return &Reconciler{
-		client: c, estate: estate, recorder: eventRecorder{recorder}, clock: clk, opts: o,
+		client: c, estate: estate, recorder: newEventRecorder(recorder), clock: clk, opts: o,
 		backoff: common.NewBackoff(backoffBase, backoffMax),
 		retry:   common.NewBackoff(conflictBase, conflictMax),
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -31,14 +32,36 @@ const (
 	ActionUpdateAddresses = "UpdateAddresses"
 )
 
+// Budget of Normal events: a burst of normalEventBurst, then normalEventRate per second.
+// Warning events (why a Node is not initialized) are never held back.
+//
+// Why: every Event is an API server write, as costly as the Node patch it reports. In a burst of
+// thousands of Nodes, one NodeInitialized per Node doubled the API server's writes and made the
+// burst 15 to 40 % slower (make bench, 5,000 Nodes: 23 and 25 s without, 28 and 41 s with),
+// while saying what the Nodes themselves show. A few Nodes at a time, as clusters usually grow,
+// still get one each; the rest are counted in xenorchestra_cloud_node_events_suppressed_total.
+const (
+	normalEventBurst = 100
+	normalEventRate  = 10
+)
+
 // eventRecorder emits the controller's events, one method per reason. A nil recorder emits
 // nothing.
 type eventRecorder struct {
-	r events.EventRecorder
+	r      events.EventRecorder
+	normal *rate.Limiter
+}
+
+func newEventRecorder(r events.EventRecorder) eventRecorder {
+	return eventRecorder{r: r, normal: rate.NewLimiter(normalEventRate, normalEventBurst)}
 }
 
 func (e eventRecorder) emit(n *corev1.Node, typ, reason, action, note string, args ...any) {
 	if e.r == nil || n == nil {
+		return
+	}
+	if typ == corev1.EventTypeNormal && !e.normal.Allow() {
+		eventsSuppressedTotal.WithLabelValues(reason).Inc()
 		return
 	}
 	e.r.Eventf(n, nil, typ, reason, action, note, args...)
