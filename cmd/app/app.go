@@ -105,11 +105,12 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		return fmt.Errorf("create manager: %w", err)
 	}
 	var webhookServer ctrlwebhook.Server
+	certDir := o.WebhookCertDir // empty: the server has its own certificate source
 	if o.Webhook {
 		wo := ctrlwebhook.Options{
 			Host:    o.WebhookHost,
 			Port:    o.WebhookPort,
-			CertDir: o.WebhookCertDir,
+			CertDir: certDir,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }},
 		}
 		if selfManaged {
@@ -122,7 +123,8 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 			if err := mgr.AddReadyzCheck("webhook-certificate", src.ReadyCheck); err != nil {
 				return err
 			}
-			wo.CertDir, wo.TLSOpts = "", append(wo.TLSOpts, src.TLS)
+			certDir = ""
+			wo.CertDir, wo.TLSOpts = certDir, append(wo.TLSOpts, src.TLS)
 		}
 		webhookServer = ctrlwebhook.NewServer(wo)
 	}
@@ -147,10 +149,6 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 
 	if o.Webhook {
 		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Recorder: recorder}
-		certDir := o.WebhookCertDir
-		if selfManaged {
-			certDir = "" // the server has its certificate source
-		}
 		if err := startWebhook(ctx, mgr, webhookServer, d, certDir); err != nil {
 			return err
 		}
