@@ -382,6 +382,13 @@ wait:
 		h.fail("%s: %v", what, err)
 	}
 	if ctrlAfter, err := c.scrape(); err == nil {
+		// Which of the controller's writes met a 409 (the API server's count includes every
+		// client): its conflict counters since the controller started, in the log.
+		for _, smp := range ctrlAfter {
+			if smp.Labels["result"] == "conflict" && smp.Value > 0 {
+				h.t.Logf("%s: controller conflicts %s %v: %v", what, smp.Name, smp.Labels, smp.Value)
+			}
+		}
 		if m, _, ok := bench.MeanDelta(ctrlBefore, ctrlAfter, "controller_runtime_webhook_latency_seconds", nil); ok {
 			b.WebhookServerMean = seconds(m)
 		}
