@@ -70,6 +70,8 @@ type Reconciler struct {
 	backoff workqueue.TypedRateLimiter[string]
 	// retry spaces the retries after conflicts.
 	retry workqueue.TypedRateLimiter[string]
+	// written keeps it from writing from a cache that has not seen its last write.
+	written common.OwnWrites
 }
 
 // New returns the cloud-node Reconciler.
@@ -132,6 +134,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(n.Name)
 		return ctrl.Result{}, nil
 	}
+	if r.written.Behind(&n) {
+		return ctrl.Result{RequeueAfter: common.CacheCatchUp}, nil
+	}
 	uninitialized := node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
 	if !r.estate.HasSynced() {
 		// The first listing of XO has not completed: nothing can be resolved yet. The listing's
@@ -152,6 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) forget(name string) {
 	r.backoff.Forget(name)
 	r.retry.Forget(name)
+	r.written.Forget(name)
 }
 
 // syncAddresses keeps status.addresses of an initialized XO Node current, from the inventory
@@ -185,7 +191,7 @@ func (r *Reconciler) patchAddresses(ctx context.Context, n *corev1.Node, vm *xo.
 	}
 	after := n.DeepCopy()
 	after.Status.Addresses = want
-	if err := common.PatchStatus(ctx, r.client, n, after); err != nil {
+	if err := r.written.PatchStatus(ctx, r.client, n, after); err != nil {
 		addressUpdatesTotal.WithLabelValues(resultOf(err)).Inc()
 		return n, false, fmt.Errorf("patch addresses of node %s: %w", n.Name, err)
 	}
@@ -229,7 +235,7 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 		changed = removed || changed
 	}
 	if changed {
-		if err := common.Patch(ctx, r.client, cur, after); err != nil {
+		if err := r.written.Patch(ctx, r.client, cur, after); err != nil {
 			return r.apiError(n, logger, fmt.Errorf("patch node %s: %w", n.Name, err), resultAPIError)
 		}
 		for _, rej := range desc.Rejected {

@@ -60,6 +60,8 @@ type Reconciler struct {
 	estate   *inventory.Estate
 	recorder events.EventRecorder
 	opts     Options
+	// written keeps it from writing from a cache that has not seen its last write.
+	written common.OwnWrites
 }
 
 // New returns the controller.
@@ -105,12 +107,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var n corev1.Node
 	if err := r.client.Get(ctx, req.NamespacedName, &n); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
 	if !r.wants(&n) {
+		r.written.Forget(n.Name)
 		return ctrl.Result{}, nil
+	}
+	if r.written.Behind(&n) {
+		return ctrl.Result{RequeueAfter: common.CacheCatchUp}, nil
 	}
 	view := r.estate.View()
 	res := node.Resolve(view, &n)
@@ -129,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !desc.Changed {
 		return common.Resync(r.opts.ResyncPeriod), nil
 	}
-	if err := common.Patch(ctx, r.client, &n, after); err != nil {
+	if err := r.written.Patch(ctx, r.client, &n, after); err != nil {
 		if common.Retryable(err) {
 			logger.V(1).Info("Node changed meanwhile; retrying")
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil

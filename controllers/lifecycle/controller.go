@@ -80,6 +80,8 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	opts     Options
 	retry    workqueue.TypedRateLimiter[string]
+	// written keeps it from writing from a cache that has not seen its last write.
+	written common.OwnWrites
 }
 
 // New returns the controller.
@@ -140,6 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, &n); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.retry.Forget(req.Name)
+			r.written.Forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
@@ -147,7 +150,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.wants(&n) {
 		// No providerID yet (cloud-node's job), another provider's Node, or ignored.
 		r.retry.Forget(n.Name)
+		r.written.Forget(n.Name)
 		return ctrl.Result{}, nil
+	}
+	if r.written.Behind(&n) {
+		return ctrl.Result{RequeueAfter: common.CacheCatchUp}, nil
 	}
 	poolID, vmID, err := node.ParseProviderID(n.Spec.ProviderID)
 	if err != nil {
@@ -414,7 +421,7 @@ func (r *Reconciler) applyTaints(ctx context.Context, n *corev1.Node, vm *xo.VM,
 	if p.disown {
 		delete(after.Annotations, node.AnnotationOutOfService)
 	}
-	if err := common.Patch(ctx, r.client, n, after); err != nil {
+	if err := r.written.Patch(ctx, r.client, n, after); err != nil {
 		return fmt.Errorf("patch taints of node %s: %w", n.Name, err)
 	}
 	logger := log.FromContext(ctx)
