@@ -38,8 +38,11 @@ func TestTrimmedCacheErasesNothing(t *testing.T) {
 	if err := c.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+	// A merge patch, not an update: the controller may already have initialized the Node, and
+	// an update carrying the CREATE's resourceVersion would then meet a 409.
+	orig := n.DeepCopy()
 	n.Status.Conditions[0].Message = "kubelet is posting ready status"
-	if err := c.Status().Update(ctx, n); err != nil {
+	if err := c.Status().Patch(ctx, n, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}
 	get := func() *corev1.Node {
