@@ -109,9 +109,8 @@ func CacheOptions(o Options) map[client.Object]cache.ByObject {
 
 // Source is this replica's serving certificate.
 type Source struct {
-	dynamic   *cmtls.DynamicSource
-	authority *authority.DynamicAuthority
-	log       logr.Logger
+	dynamic *cmtls.DynamicSource
+	log     logr.Logger
 }
 
 // TLS sets the serving certificate on a webhook server's TLS config (its TLSOpts).
@@ -149,7 +148,7 @@ func Setup(mgr manager.Manager, o Options) (*Source, error) {
 		CADuration:      o.CADuration,
 		LeafDuration:    o.CertDuration,
 	}
-	s := &Source{authority: auth, log: o.Log, dynamic: &cmtls.DynamicSource{DNSNames: o.DNSNames, Authority: auth}}
+	s := &Source{log: o.Log, dynamic: &cmtls.DynamicSource{DNSNames: o.DNSNames, Authority: auth}}
 	if err := mgr.Add(s); err != nil {
 		return nil, err
 	}
