@@ -3,8 +3,8 @@ package cloudnode
 import (
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
