@@ -64,20 +64,19 @@ func (w *OwnWrites) Forget(name string) {
 
 // Patch is the package's Patch, recorded when it succeeds.
 func (w *OwnWrites) Patch(ctx context.Context, c client.Client, before, after *corev1.Node) error {
-	b := before.ResourceVersion
-	if err := Patch(ctx, c, before, after); err != nil {
-		return err
-	}
-	w.wrote(before.Name, b, after.ResourceVersion)
-	return nil
+	return w.record(before, after, Patch(ctx, c, before, after))
 }
 
 // PatchStatus is the package's PatchStatus, recorded when it succeeds.
 func (w *OwnWrites) PatchStatus(ctx context.Context, c client.Client, before, after *corev1.Node) error {
-	b := before.ResourceVersion
-	if err := PatchStatus(ctx, c, before, after); err != nil {
-		return err
+	return w.record(before, after, PatchStatus(ctx, c, before, after))
+}
+
+// record notes a write from before to after (after holds what the API server returned) unless
+// it failed, and passes its error on.
+func (w *OwnWrites) record(before, after *corev1.Node, err error) error {
+	if err == nil {
+		w.wrote(before.Name, before.ResourceVersion, after.ResourceVersion)
 	}
-	w.wrote(before.Name, b, after.ResourceVersion)
-	return nil
+	return err
 }

@@ -503,17 +503,9 @@ func (h *harness) memory(n int) {
 	if *flagQuick {
 		span = 30 * time.Second
 	}
-	var mems []bench.Memory
-	end := time.Now().Add(span)
-	for time.Now().Before(end) {
-		if m, err := c.memory(); err == nil {
-			mems = append(mems, m)
-		}
-		select {
-		case <-time.After(min(2*time.Second, time.Until(end))):
-		case <-ctx.Done():
-			return
-		}
+	mems := c.sampleMemory(ctx, span)
+	if ctx.Err() != nil {
+		return
 	}
 	if len(mems) == 0 {
 		h.fail("memory %d: no reading", n)

@@ -149,17 +149,9 @@ func (h *harness) serverLoad(c *controller, nodes int, sims ...namedSim) ([]benc
 		s.x.sim.ResetCounters()
 	}
 	h.watch.resetChanges()
-	var mems []bench.Memory
-	end := time.Now().Add(window)
-	for time.Now().Before(end) {
-		if m, err := c.memory(); err == nil {
-			mems = append(mems, m)
-		}
-		select {
-		case <-time.After(min(2*time.Second, time.Until(end))):
-		case <-ctx.Done():
-			return nil, bench.Memory{}
-		}
+	mems := c.sampleMemory(ctx, window)
+	if ctx.Err() != nil {
+		return nil, bench.Memory{}
 	}
 	after, err := h.apiRequests(ctx)
 	if err != nil {

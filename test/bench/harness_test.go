@@ -465,6 +465,23 @@ func (c *controller) memory() (bench.Memory, error) {
 	return m, nil
 }
 
+// sampleMemory reads the controller's memory every 2 s for span, or until ctx ends.
+func (c *controller) sampleMemory(ctx context.Context, span time.Duration) []bench.Memory {
+	var mems []bench.Memory
+	end := time.Now().Add(span)
+	for time.Now().Before(end) {
+		if m, err := c.memory(); err == nil {
+			mems = append(mems, m)
+		}
+		select {
+		case <-time.After(min(2*time.Second, time.Until(end))):
+		case <-ctx.Done():
+			return mems
+		}
+	}
+	return mems
+}
+
 func tail(file string) string {
 	data, _ := os.ReadFile(file)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
