@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func TestDecodeNDJSON(t *testing.T) {
 	if n != 2 || len(got) != 2 {
 		t.Fatalf("decoded %d (%d distinct), want 2", len(got), n)
 	}
-	if got[0].NameLabel != "one" || got[0].CPUs.Max != 2 || got[0].Memory.Dynamic[1] != 2 || got[0].Addresses["0/ipv4/0"] != "10.0.0.1" {
+	if got[0].NameLabel != "one" || got[0].CPUs.Max != 2 || got[0].Memory.Dynamic[1] != 2 || !slices.Equal(got[0].Addresses, Addresses{{Key: "0/ipv4/0", IP: "10.0.0.1"}}) {
 		t.Fatalf("first VM decoded wrong: %+v", got[0])
 	}
 	if got[1].NameLabel != "" || got[1].Tags != nil {

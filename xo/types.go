@@ -26,12 +26,12 @@ type VM struct {
 	PoolID string `json:"$pool"`
 	// Container is "$container": the host uuid while the VM runs or is paused, else usually the
 	// pool uuid (or, for a VM on local storage, that storage's host).
-	Container     string            `json:"$container"`
-	CPUs          CPUs              `json:"CPUs"`
-	Memory        Memory            `json:"memory"`
-	Tags          []string          `json:"tags"`
-	Addresses     map[string]string `json:"addresses"`
-	MainIPAddress string            `json:"mainIpAddress"`
+	Container     string    `json:"$container"`
+	CPUs          CPUs      `json:"CPUs"`
+	Memory        Memory    `json:"memory"`
+	Tags          []string  `json:"tags"`
+	Addresses     Addresses `json:"addresses"`
+	MainIPAddress string    `json:"mainIpAddress"`
 }
 
 // CPUs is a VM's vCPU counts.

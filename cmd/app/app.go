@@ -93,7 +93,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		LeaseDuration:                 &o.LeaderElectLeaseDuration,
 		RenewDeadline:                 &o.LeaderElectRenewDeadline,
 		RetryPeriod:                   &o.LeaderElectRetryPeriod,
-		Cache:                         cache.Options{DefaultTransform: common.TrimNode},
+		Cache:                         cache.Options{DefaultTransform: common.TrimNode(ignore)},
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: ptr.To(skipControllerNameValidation)},
 	}
 	selfManaged := o.Webhook && o.WebhookCerts == CertsSelfManaged

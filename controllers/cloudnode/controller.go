@@ -87,7 +87,9 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 // (common.ChangeSource). The Node field indexes (common.SetupIndexes) must be registered on
 // the manager first.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return common.SetupNodeController(mgr, Name, r.wants, relevantChange(), r.estate, r.opts.Workers, r)
+	return common.SetupNodeController(mgr, common.NodeController{
+		Name: Name, Wants: r.wants, Predicate: relevantChange(), Estate: r.estate, Workers: r.opts.Workers,
+	}, r)
 }
 
 // wants selects the Nodes to initialize (uninitialized, without another provider's
@@ -128,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
-	logger := log.FromContext(ctx).WithValues("node", n.Name)
+	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
 	if !n.DeletionTimestamp.IsZero() || !r.wants(&n) {
 		// Deleted, ignored, another provider's, or initialized without a providerID.
 		r.forget(n.Name)

@@ -1,6 +1,7 @@
 package common
 
 import (
+	"slices"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,69 +14,70 @@ var readAnnotations = []string{
 	node.AnnotationManagedLabels, node.AnnotationManagedTaints, node.AnnotationProvidedNodeIP, node.AnnotationOutOfService,
 }
 
-// TrimNode is the manager cache's transform for Nodes (cache.Options.DefaultTransform): it
-// keeps in the Node cache only what the controllers read: metadata (less managed
-// fields and the annotations not in readAnnotations), spec, the addresses, the Ready condition
-// and the system uuid. Capacity, images, volumes, node info and the other conditions (most of a
-// Node's size) are dropped, and the strings many Nodes share (label keys and values, the
-// managed-labels list, condition reasons) are interned, so that memory stays small with
+// TrimNode returns the manager cache's transform for Nodes (cache.Options.DefaultTransform):
+// it keeps in the Node cache only what the controllers read: metadata (less managed fields,
+// the labels that neither node.ReadsLabel nor ignore reads, and the annotations not in
+// readAnnotations), spec, the addresses, the Ready condition and the system uuid. Capacity,
+// images, volumes, node info, the other conditions and labels such as kubernetes.io/hostname
+// (most of a Node's size) are dropped, and the strings many Nodes share (label keys and values,
+// the managed-labels list, condition reasons) are interned, so that memory stays small with
 // thousands of Nodes.
 //
 // Patches are computed between two copies of the cached object (client.MergeFrom, a JSON
-// merge patch that replaces no list trimNode shortens), so a field absent from both is never
-// written: trimming cannot erase anything on the API server.
-func TrimNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil
-	}
-	n.ManagedFields = nil
-	n.Labels = internMap(n.Labels, nil)
-	n.Annotations = internMap(n.Annotations, readAnnotations)
-	for i := range n.Spec.Taints {
-		t := &n.Spec.Taints[i]
-		t.Key, t.Value, t.Effect = intern(t.Key), intern(t.Value), corev1.TaintEffect(intern(string(t.Effect)))
-	}
-	var ready []corev1.NodeCondition
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			c.Type, c.Status, c.Reason, c.Message = corev1.NodeReady, corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason), ""
-			ready = append(ready, c)
+// merge patch that changes maps key by key and replaces no list trimNode shortens), so a field
+// or label absent from both is never written: trimming cannot erase anything on the API server.
+func TrimNode(ignore node.Ignorer) func(any) (any, error) {
+	keepLabel := func(k string) bool { return node.ReadsLabel(k) || ignore.ReadsLabel(k) }
+	return func(obj any) (any, error) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return obj, nil
 		}
+		n.ManagedFields = nil
+		n.Labels = internMap(n.Labels, keepLabel)
+		n.Annotations = internMap(n.Annotations, func(k string) bool { return slices.Contains(readAnnotations, k) })
+		for i := range n.Spec.Taints {
+			t := &n.Spec.Taints[i]
+			t.Key, t.Value, t.Effect = intern(t.Key), intern(t.Value), corev1.TaintEffect(intern(string(t.Effect)))
+		}
+		var ready []corev1.NodeCondition
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				c.Type, c.Status, c.Reason, c.Message = corev1.NodeReady, corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason), ""
+				ready = append(ready, c)
+			}
+		}
+		addresses := n.Status.Addresses
+		for i := range addresses {
+			addresses[i].Type = corev1.NodeAddressType(intern(string(addresses[i].Type)))
+		}
+		n.Status = corev1.NodeStatus{
+			Addresses:  addresses,
+			Conditions: ready,
+			NodeInfo:   corev1.NodeSystemInfo{SystemUUID: n.Status.NodeInfo.SystemUUID},
+		}
+		return n, nil
 	}
-	addresses := n.Status.Addresses
-	for i := range addresses {
-		addresses[i].Type = corev1.NodeAddressType(intern(string(addresses[i].Type)))
-	}
-	n.Status = corev1.NodeStatus{
-		Addresses:  addresses,
-		Conditions: ready,
-		NodeInfo:   corev1.NodeSystemInfo{SystemUUID: n.Status.NodeInfo.SystemUUID},
-	}
-	return n, nil
 }
 
-// internMap returns m with its keys and values interned, keeping only the keys in only when
-// only is not nil; nil when nothing is kept.
-func internMap(m map[string]string, only []string) map[string]string {
-	var out map[string]string
-	for _, k := range only {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(only))
-			}
-			out[k] = intern(v) // k is a constant: already shared
+// internMap returns the entries of m whose key keep accepts, keys and values interned; nil
+// when none is kept.
+func internMap(m map[string]string, keep func(string) bool) map[string]string {
+	kept := 0
+	for k := range m {
+		if keep(k) {
+			kept++
 		}
 	}
-	if only != nil {
-		return out
-	}
-	if m == nil {
+	if kept == 0 {
 		return nil
 	}
-	out = make(map[string]string, len(m))
+	// Sized for what it keeps: a map sized for all of m can take twice the memory.
+	out := make(map[string]string, kept)
 	for k, v := range m {
-		out[intern(k)] = intern(v)
+		if keep(k) {
+			out[intern(k)] = intern(v)
+		}
 	}
 	return out
 }

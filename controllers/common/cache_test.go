@@ -1,6 +1,7 @@
 package common
 
 import (
+	"maps"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +13,10 @@ import (
 
 func TestTrimNodeKeepsWhatControllersRead(t *testing.T) {
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d", node.AnnotationManagedLabels: "a"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+			"a": "b", node.LabelZone: "h", "failure-domain.beta.kubernetes.io/zone": "h", node.LabelPoolID: "p",
+			corev1.LabelHostname: "n", corev1.LabelArchStable: "amd64", "node-role.kubernetes.io/worker": "", corev1.LabelOSStable: "linux",
+		}, Annotations: map[string]string{"c": "d", node.AnnotationManagedLabels: "a"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec: corev1.NodeSpec{ProviderID: "xenorchestra://p/v", Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{
@@ -23,11 +27,20 @@ func TestTrimNodeKeepsWhatControllersRead(t *testing.T) {
 			Images:     []corev1.ContainerImage{{Names: []string{"x"}}},
 		},
 	}
-	out, err := TrimNode(n)
+	// An ignore selector naming a reserved key keeps that key.
+	ignore, err := node.NewIgnorer(corev1.LabelOSStable + "=windows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := TrimNode(ignore)(n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := out.(*corev1.Node)
+	wantLabels := map[string]string{"a": "b", node.LabelZone: "h", "failure-domain.beta.kubernetes.io/zone": "h", node.LabelPoolID: "p", corev1.LabelOSStable: "linux"}
+	if !maps.Equal(got.Labels, wantLabels) {
+		t.Errorf("labels %v, want %v", got.Labels, wantLabels)
+	}
 	if got.Labels["a"] != "b" || got.Annotations[node.AnnotationManagedLabels] != "a" || got.Spec.ProviderID == "" || len(got.Spec.Taints) != 1 ||
 		len(got.Status.Addresses) != 1 || got.Status.NodeInfo.SystemUUID != "u" ||
 		len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Status != corev1.ConditionTrue {

@@ -5,14 +5,12 @@ package common
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -56,10 +54,4 @@ func IsReady(n *corev1.Node) bool {
 // consecutive failure up to max; Forget a Node once it succeeds.
 func NewBackoff(base, max time.Duration) workqueue.TypedRateLimiter[string] {
 	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, max)
-}
-
-// Resync is the periodic requeue of a Node, with up to a tenth of the period added at random
-// so that Nodes do not come due all at once.
-func Resync(period time.Duration) ctrl.Result {
-	return ctrl.Result{RequeueAfter: period + rand.N(period/10+1)}
 }

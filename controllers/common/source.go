@@ -3,7 +3,10 @@ package common
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -11,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -72,20 +77,88 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
+// NodeController is what sets one Node controller apart from the others (SetupNodeController).
+type NodeController struct {
+	// Name is the controller's name, as --controllers selects it.
+	Name string
+	// Wants is the controller's own filter (ours, not ignored, initialized...): Nodes it
+	// rejects are not enqueued at all.
+	Wants func(*corev1.Node) bool
+	// Predicate drops the Node updates the controller has nothing to do about.
+	Predicate predicate.Predicate
+	// Estate is the XO inventory whose changes enqueue Nodes.
+	Estate *inventory.Estate
+	// Workers is the number of Nodes reconciled at once.
+	Workers int
+	// Resync, when positive, is the period of the backstop look at every wanted Node
+	// (ResyncSource).
+	Resync time.Duration
+}
+
 // SetupNodeController registers a Node controller the way all three are: the Node events
-// that pass pred, and the XO inventory changes (ChangeSource) of the Nodes that pass wants,
-// with workers concurrent reconciles. wants is the controller's own filter (ours, not ignored,
-// initialized...): Nodes it rejects are not enqueued at all.
-func SetupNodeController(mgr ctrl.Manager, name string, wants func(*corev1.Node) bool, pred predicate.Predicate, estate *inventory.Estate, workers int, r reconcile.Reconciler) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(name).
-		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			n, ok := o.(*corev1.Node)
-			return !ok || wants(n)
-		}), pred)).
-		WatchesRawSource(ChangeSource(estate, mgr.GetClient(), wants)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
-		Complete(r)
+// that pass o.Wants and o.Predicate, the XO inventory changes of the Nodes that pass o.Wants
+// (ChangeSource), and, when o.Resync is set, the periodic look at every one of them
+// (ResyncSource).
+func SetupNodeController(mgr ctrl.Manager, o NodeController, r reconcile.Reconciler) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(o.Name).
+		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			n, ok := obj.(*corev1.Node)
+			return !ok || o.Wants(n)
+		}), o.Predicate)).
+		WatchesRawSource(ChangeSource(o.Estate, mgr.GetClient(), o.Wants)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(o.Workers, 1)}).
+		WithLogConstructor(reconcileLogger(lazyLogger(mgr.GetLogger()).WithValues("controller", o.Name)))
+	if o.Resync > 0 {
+		b = b.WatchesRawSource(ResyncSource(mgr.GetClient(), o.Resync, o.Wants))
+	}
+	return b.Complete(r)
+}
+
+// reconcileLogger returns the logger of each reconcile: base with the Node's name. The
+// builder's default adds the Node three times, once through reflection; with base a
+// lazyLogger, the values are encoded only with a line that is written.
+func reconcileLogger(base logr.Logger) func(*reconcile.Request) logr.Logger {
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return base
+		}
+		return base.WithValues("node", req.Name)
+	}
+}
+
+// ResyncSource returns a source that enqueues every Node that wants accepts, at low priority,
+// once per period plus up to a tenth of it at random: the backstop for a change the
+// controller missed. One timer per controller rather than one requeue per Node: a waiting
+// requeue costs a workqueue item per Node all the time, which with thousands of Nodes is
+// megabytes of memory. Low priority keeps the Nodes an event or an XO change enqueues ahead
+// of the sweep.
+func ResyncSource(c client.Reader, period time.Duration, wants func(*corev1.Node) bool) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			logger := log.FromContext(ctx).WithName("resync")
+			t := time.NewTimer(jittered(period))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := enqueue(ctx, c, q, nil, wants, handler.LowPriority); err != nil {
+					logger.Error(err, "Cannot list the Nodes to look at again")
+				}
+				t.Reset(jittered(period))
+			}
+		}()
+		return nil
+	})
+}
+
+// jittered is period plus up to a tenth of it at random, so that the replicas and the
+// controllers do not sweep in step.
+func jittered(period time.Duration) time.Duration {
+	return period + rand.N(period/10+1)
 }
 
 // changeBuffer bounds the changes waiting to be mapped to Nodes. When it is full (a relist
@@ -115,7 +188,7 @@ func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.
 		go func() {
 			logger := log.FromContext(ctx).WithName("xo-changes")
 			mapped := func(ch inventory.Change, sel client.ListOption) {
-				if err := enqueue(ctx, c, q, sel, wants); err != nil {
+				if err := enqueue(ctx, c, q, sel, wants, 0); err != nil {
 					logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
 				}
 			}
@@ -144,7 +217,9 @@ func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.
 	})
 }
 
-func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption, wants func(*corev1.Node) bool) error {
+// enqueue adds the Nodes that sel selects (all when nil) and wants accepts to q, with the given
+// priority when q is controller-runtime's priority queue.
+func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption, wants func(*corev1.Node) bool, priority int) error {
 	var nodes corev1.NodeList
 	// The cached objects are only read: they need no copy.
 	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
@@ -154,9 +229,16 @@ func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimiting
 	if err := c.List(ctx, &nodes, opts...); err != nil {
 		return err
 	}
+	pq, prioritized := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	for i := range nodes.Items {
-		if wants(&nodes.Items[i]) {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
+		if !wants(&nodes.Items[i]) {
+			continue
+		}
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}}
+		if prioritized && priority != 0 {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority}, req)
+		} else {
+			q.Add(req)
 		}
 	}
 	return nil

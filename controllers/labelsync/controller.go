@@ -75,7 +75,9 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of labels,
 // annotations, taints and providerID; not status) and XO inventory changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return common.SetupNodeController(mgr, Name, r.wants, nodeChanged, r.estate, r.opts.Workers, r)
+	return common.SetupNodeController(mgr, common.NodeController{
+		Name: Name, Wants: r.wants, Predicate: nodeChanged, Estate: r.estate, Workers: r.opts.Workers, Resync: r.opts.ResyncPeriod,
+	}, r)
 }
 
 // wants selects the initialized Nodes of this provider that are not ignored: the cloud-node
@@ -103,7 +105,7 @@ var nodeChanged = predicate.Funcs{
 // most one patch. A VM missing from the inventory changes nothing; while the inventory cannot
 // vouch for the VM, labels may be added or updated but none removed (node.Describe).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx).WithValues("node", req.Name)
+	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
 	var n corev1.Node
 	if err := r.client.Get(ctx, req.NamespacedName, &n); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -123,19 +125,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res := node.Resolve(view, &n)
 	if res.Outcome != node.OutcomeMatched {
 		logger.V(1).Info("VM not in the inventory; labels left as they are", "outcome", res.Outcome.String())
-		return common.Resync(r.opts.ResyncPeriod), nil
+		return ctrl.Result{}, nil
 	}
 	vm := res.VM
-	logger = logger.WithValues("vm", vm.ID, "pool", vm.PoolID)
-
 	after := n.DeepCopy()
 	desc := node.Describe(view, after, vm, r.opts.Labels)
 	// Standing refusals are reported at every look; the event recorder folds repeats into one
 	// event series.
 	r.report(&n, desc)
 	if !desc.Changed {
-		return common.Resync(r.opts.ResyncPeriod), nil
+		return ctrl.Result{}, nil
 	}
+	logger = logger.WithValues("vm", vm.ID, "pool", vm.PoolID)
 	if err := r.written.Patch(ctx, r.client, &n, after); err != nil {
 		if common.Retryable(err) {
 			logger.V(1).Info("Node changed meanwhile; retrying")
@@ -146,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	patches.Inc()
 	logger.V(1).Info("Node labels synced")
 	r.announce(&n, after)
-	return common.Resync(r.opts.ResyncPeriod), nil
+	return ctrl.Result{}, nil
 }
 
 // announce emits the events and counts the metrics of the label changes a patch made. A move

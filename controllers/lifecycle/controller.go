@@ -99,7 +99,9 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of
 // readiness, providerID, taints and its ownership annotation) and XO inventory changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return common.SetupNodeController(mgr, Name, r.wants, nodeChanged, r.estate, r.opts.Workers, r)
+	return common.SetupNodeController(mgr, common.NodeController{
+		Name: Name, Wants: r.wants, Predicate: nodeChanged, Estate: r.estate, Workers: r.opts.Workers, Resync: r.opts.ResyncPeriod,
+	}, r)
 }
 
 // wants selects the Nodes of this provider that are not ignored.
@@ -123,10 +125,10 @@ var nodeChanged = predicate.Funcs{
 	},
 }
 
-// done forgets the Node's failures and returns the periodic requeue.
+// done forgets the Node's failures; the periodic look (common.ResyncSource) comes back to it.
 func (r *Reconciler) done(name string) ctrl.Result {
 	r.retry.Forget(name)
-	return common.Resync(r.opts.ResyncPeriod)
+	return ctrl.Result{}
 }
 
 // retryLater records a failure for the Node and returns the backoff requeue.
@@ -137,7 +139,7 @@ func (r *Reconciler) retryLater(name string) ctrl.Result {
 // Reconcile brings one Node's shutdown and out-of-service taints in line with its VM's power
 // state and readiness, and deletes the Node when it is NotReady and its VM is confirmed gone.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx).WithValues("node", req.Name)
+	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
 	var n corev1.Node
 	if err := r.client.Get(ctx, req.NamespacedName, &n); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -164,9 +166,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if poolID == "" {
 		poolID = poolFromLabels(&n)
 	}
-	logger = logger.WithValues("vm", vmID, "pool", poolID)
-	ctx = log.IntoContext(ctx, logger)
-
 	view := r.estate.View()
 	res := node.Resolve(view, &n)
 	ready := common.IsReady(&n)
@@ -182,7 +181,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if plan.empty() {
 			return r.done(n.Name), nil
 		}
-		if err := r.applyTaints(ctx, &n, vm, plan); err != nil {
+		logger = logger.WithValues("vm", vmID, "pool", poolID)
+		if err := r.applyTaints(log.IntoContext(ctx, logger), &n, vm, plan); err != nil {
 			if common.Retryable(err) {
 				logger.V(1).Info("Node changed meanwhile; retrying")
 				return r.retryLater(n.Name), nil
@@ -193,6 +193,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// NotReady, and the VM is not in the inventory: is it gone?
+	logger = logger.WithValues("vm", vmID, "pool", poolID)
+	ctx = log.IntoContext(ctx, logger)
 	reason, why, wait := r.confirmGone(ctx, view, poolID, vmID)
 	switch {
 	case reason == refusedSettling:

@@ -496,12 +496,24 @@ func (h *harness) steady(n int) {
 func (h *harness) memory(n int) {
 	ctx := h.ctx
 	c := h.restartController(controllerOpts{Webhook: true})
+	// Quiet means after the pools are trusted (inventory.settleTime after start): that wakes
+	// every Node once more.
+	if err := c.awaitTrusted(ctx, 3*time.Minute); err != nil {
+		h.fail("memory %d: %v", n, err)
+	}
 	if _, err := c.settle(ctx, 3*time.Minute); err != nil {
 		h.fail("memory %d: %v", n, err)
 	}
 	span := time.Minute
 	if *flagQuick {
 		span = 30 * time.Second
+	}
+	h.t.Logf("memory with %d Nodes: first reading: %s", n, c.goMemory())
+	if *flagProfiles != "" {
+		// With the profile of the last reading, what the controller allocates while quiet.
+		if err := c.saveHeapProfile(filepath.Join(*flagProfiles, fmt.Sprintf("heap-%d-quiet.pb.gz", n))); err != nil {
+			h.fail("memory %d: %v", n, err)
+		}
 	}
 	mems := c.sampleMemory(ctx, span)
 	if ctx.Err() != nil {
@@ -519,8 +531,8 @@ func (h *harness) memory(n int) {
 	m := bench.MedianMemory(mems)
 	m.Nodes, m.VMs = n, len(h.xo.vms)
 	h.res.Memory = append(h.res.Memory, m)
-	h.t.Logf("memory with %d Nodes (%d readings): RSS median %.1f MiB, max %.1f MiB, peak %.1f MiB, heap %.1f MiB, %d goroutines",
-		n, m.Readings, float64(m.RSS)/(1<<20), float64(m.RSSMax)/(1<<20), float64(m.HWM)/(1<<20), float64(m.HeapInuse)/(1<<20), m.Goroutines)
+	h.t.Logf("memory with %d Nodes (%d readings): RSS median %.1f MiB (binary %.1f), max %.1f MiB, peak %.1f MiB, heap %.1f MiB, %d goroutines; last reading: %s",
+		n, m.Readings, float64(m.RSS)/(1<<20), float64(m.RSSFile)/(1<<20), float64(m.RSSMax)/(1<<20), float64(m.HWM)/(1<<20), float64(m.HeapInuse)/(1<<20), m.Goroutines, c.goMemory())
 }
 
 // upstream simulates the existing cloud controllers' XO access: one lookup of the VM, its host

@@ -497,7 +497,7 @@ func renderMemory(p func(string, ...any), r *Results) {
 	}
 	p("## %s\n\n", secMemory)
 	if len(r.Memory) > 0 {
-		p("Resident set (VmRSS from /proc) of the controller process with its default configuration, once it has looked at every Node and gone quiet, read every 2 s: median and highest reading. ")
+		p("Resident set (VmRSS from /proc) of the controller process with its default configuration, once its pools are trusted (the settle time after start) and it has looked at every Node and gone quiet, read every 2 s (its metrics every 15 s, as Prometheus would scrape them): median and highest reading. ")
 		p("Peak since start is VmHWM (start-up listings included); while relisting is the highest reading during the steady-state run, which relists every 30 s. ")
 		p("Of which the binary is RssFile: the pages of the executable's code and read-only data (clean, reclaimable), the rest is anonymous memory (Go heap, stacks, runtime).\n\n")
 		p("| Nodes | VMs | resident (median) | of which the binary | highest reading | peak since start | while relisting | Go heap in use (median) | goroutines |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")

@@ -70,6 +70,14 @@ func TestTrimmedCacheErasesNothing(t *testing.T) {
 	})
 
 	after := get()
+	for k, v := range before.Labels {
+		if node.ReadsLabel(k) {
+			continue
+		}
+		if after.Labels[k] != v {
+			t.Errorf("label %s the cache drops changed: %q, was %q", k, after.Labels[k], v)
+		}
+	}
 	if after.Annotations["example.com/keep"] != "yes" || after.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] != "true" {
 		t.Errorf("annotations the cache drops were changed: %v", after.Annotations)
 	}

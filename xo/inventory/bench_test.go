@@ -29,7 +29,7 @@ func benchSource(n int) *fakeSource {
 			ID: fmt.Sprintf("3f1c2b7e-0c4a-4d2b-9e51-%012d", i), NameLabel: fmt.Sprintf("vm-%d", i),
 			PowerState: xo.PowerStateRunning, PoolID: src.pools[p].ID, Container: src.hosts[p*8+i%8].ID,
 			MainIPAddress: fmt.Sprintf("10.%d.%d.%d", p, i/250, i%250+1),
-			Addresses:     map[string]string{"0/ipv4/0": fmt.Sprintf("10.%d.%d.%d", p, i/250, i%250+1)},
+			Addresses:     xo.AddressesOf(map[string]string{"0/ipv4/0": fmt.Sprintf("10.%d.%d.%d", p, i/250, i%250+1)}),
 		})
 	}
 	return src

@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"maps"
 	"slices"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -13,7 +12,7 @@ func vmEqual(a, b *xo.VM) bool {
 		a.PoolID == b.PoolID && a.Container == b.Container && a.CPUs == b.CPUs &&
 		a.Memory.Size == b.Memory.Size && slices.Equal(a.Memory.Dynamic, b.Memory.Dynamic) &&
 		slices.Equal(a.Memory.Static, b.Memory.Static) && slices.Equal(a.Tags, b.Tags) &&
-		maps.Equal(a.Addresses, b.Addresses) && a.MainIPAddress == b.MainIPAddress
+		slices.Equal(a.Addresses, b.Addresses) && a.MainIPAddress == b.MainIPAddress
 }
 
 // diff lists what differs between two snapshots.

@@ -99,7 +99,7 @@ const (
 func source() *fakeSource {
 	return &fakeSource{
 		vms: []xo.VM{
-			{ID: vm1, NameLabel: "worker-1", PowerState: xo.PowerStateRunning, PoolID: poolA, Container: hostA, MainIPAddress: "10.0.0.1", Addresses: map[string]string{"0/ipv4/0": "10.0.0.1", "0/ipv6/0": "fd00::1"}},
+			{ID: vm1, NameLabel: "worker-1", PowerState: xo.PowerStateRunning, PoolID: poolA, Container: hostA, MainIPAddress: "10.0.0.1", Addresses: xo.AddressesOf(map[string]string{"0/ipv4/0": "10.0.0.1", "0/ipv6/0": "fd00::1"})},
 			{ID: vm2, NameLabel: "worker-2", PowerState: xo.PowerStateHalted, PoolID: poolA, Container: poolA},
 		},
 		hosts:   []xo.Host{{ID: hostA, NameLabel: "host-a", PoolID: poolA}},

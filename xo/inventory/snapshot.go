@@ -212,8 +212,8 @@ func vmAddresses(vm *xo.VM) []string {
 	if vm.MainIPAddress != "" {
 		add(vm.MainIPAddress)
 	}
-	for _, v := range vm.Addresses {
-		add(v)
+	for _, a := range vm.Addresses {
+		add(a.IP)
 	}
 	return out
 }

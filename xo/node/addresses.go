@@ -3,7 +3,6 @@ package node
 import (
 	"net/netip"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -95,73 +94,20 @@ func Addresses(n *corev1.Node, vm *xo.VM, opts AddressOptions) []corev1.NodeAddr
 	return out
 }
 
-// guestAddresses returns the VM's guest addresses in Addresses' order (duplicates included).
+// guestAddresses returns the VM's main address, then its guest addresses in key order
+// (duplicates included).
 func guestAddresses(vm *xo.VM) []string {
 	if vm == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(vm.Addresses))
-	for k := range vm.Addresses {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareAddressKey)
-	out := make([]string, 0, len(keys)+1)
+	out := make([]string, 0, len(vm.Addresses)+1)
 	if vm.MainIPAddress != "" {
 		out = append(out, vm.MainIPAddress)
 	}
-	for _, k := range keys {
-		out = append(out, vm.Addresses[k])
+	for _, a := range vm.Addresses {
+		out = append(out, a.IP)
 	}
 	return out
-}
-
-// compareAddressKey orders XO address keys "<dev>/<ipv4|ipv6>/<n>" segment by segment,
-// comparing all-digit segments as numbers, so "2/ipv4/0" comes before "10/ipv4/0".
-func compareAddressKey(a, b string) int {
-	for {
-		sa, ra, moreA := strings.Cut(a, "/")
-		sb, rb, moreB := strings.Cut(b, "/")
-		if c := compareSegment(sa, sb); c != 0 {
-			return c
-		}
-		switch {
-		case !moreA && !moreB:
-			return 0
-		case !moreA:
-			return -1
-		case !moreB:
-			return 1
-		}
-		a, b = ra, rb
-	}
-}
-
-func compareSegment(a, b string) int {
-	if allDigits(a) && allDigits(b) {
-		ta, tb := strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-		if len(ta) != len(tb) {
-			if len(ta) < len(tb) {
-				return -1
-			}
-			return 1
-		}
-		if c := strings.Compare(ta, tb); c != 0 {
-			return c
-		}
-	}
-	return strings.Compare(a, b)
-}
-
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // inCIDRs reports whether a is inside one of the networks.

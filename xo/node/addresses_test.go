@@ -2,7 +2,6 @@ package node
 
 import (
 	"net/netip"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +39,7 @@ const (
 func TestAddresses(t *testing.T) {
 	guest := &xo.VM{
 		MainIPAddress: "10.0.0.5",
-		Addresses: map[string]string{
+		Addresses: xo.AddressesOf(map[string]string{
 			"0/ipv4/0":  "10.0.0.5",
 			"0/ipv4/1":  "192.0.2.10",
 			"0/ipv6/0":  "fe80::4c1:6ff:fe9a:12",
@@ -51,7 +50,7 @@ func TestAddresses(t *testing.T) {
 			"4/ipv4/0":  "not an ip",
 			"5/ipv4/0":  "0.0.0.0",
 			"6/ipv6/0":  "::ffff:10.0.6.5",
-		},
+		}),
 	}
 	tests := []struct {
 		name string
@@ -108,7 +107,7 @@ func TestAddresses(t *testing.T) {
 		},
 		{
 			name: "no IP at all: nil",
-			node: testNode("n1"), vm: &xo.VM{Addresses: map[string]string{"0/ipv6/0": "fe80::1"}},
+			node: testNode("n1"), vm: &xo.VM{Addresses: xo.AddressesOf(map[string]string{"0/ipv6/0": "fe80::1"})},
 		},
 		{
 			name: "nil node",
@@ -133,15 +132,6 @@ func TestAddresses(t *testing.T) {
 	}
 }
 
-func TestCompareAddressKey(t *testing.T) {
-	keys := []string{"10/ipv4/0", "2/ipv6/0", "2/ipv4/10", "2/ipv4/2", "eth0/ipv4/0", "02/ipv4/0", "2/ipv4", "1/ipv4/0"}
-	slices.SortFunc(keys, compareAddressKey)
-	want := []string{"1/ipv4/0", "02/ipv4/0", "2/ipv4", "2/ipv4/2", "2/ipv4/10", "2/ipv6/0", "10/ipv4/0", "eth0/ipv4/0"}
-	if !slices.Equal(keys, want) {
-		t.Fatalf("sorted = %q, want %q", keys, want)
-	}
-}
-
 func TestAddressesEqual(t *testing.T) {
 	a := addrs(internal, "10.0.0.1", hostname, "n")
 	if !AddressesEqual(a, addrs(internal, "10.0.0.1", hostname, "n")) {
@@ -162,7 +152,7 @@ func TestAddressesEqual(t *testing.T) {
 // mainIpAddress as ExternalIP; without ExternalCIDRs it stays, so taking over the Node writes
 // nothing; with ExternalCIDRs (the operator opted in) the CIDR rules decide.
 func TestAddressesKeepUpstreamExternalIP(t *testing.T) {
-	vm := &xo.VM{MainIPAddress: "192.0.2.10", Addresses: map[string]string{"0/ipv4/0": "192.0.2.10"}}
+	vm := &xo.VM{MainIPAddress: "192.0.2.10", Addresses: xo.AddressesOf(map[string]string{"0/ipv4/0": "192.0.2.10"})}
 	upstream := []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
 		{Type: corev1.NodeExternalIP, Address: "192.0.2.10"},

@@ -30,6 +30,23 @@ func NewIgnorer(selector string) (Ignorer, error) {
 	return Ignorer{selector: s}, nil
 }
 
+// ReadsLabel reports whether Ignored reads label key: LabelIgnore and the selector's keys.
+func (f Ignorer) ReadsLabel(key string) bool {
+	if key == LabelIgnore {
+		return true
+	}
+	if f.selector == nil {
+		return false
+	}
+	reqs, _ := f.selector.Requirements()
+	for _, r := range reqs {
+		if r.Key() == key {
+			return true
+		}
+	}
+	return false
+}
+
 // Ignored reports whether the controller leaves n alone.
 func (f Ignorer) Ignored(n *corev1.Node) bool {
 	if n.Labels[LabelIgnore] == "true" {

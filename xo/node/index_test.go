@@ -43,7 +43,7 @@ func (x *testIndex) addVM(vm *xo.VM) {
 	seen := map[string]bool{}
 	addrs := []string{vm.MainIPAddress}
 	for _, a := range vm.Addresses {
-		addrs = append(addrs, a)
+		addrs = append(addrs, a.IP)
 	}
 	for _, a := range addrs {
 		ip := net.ParseIP(a)

@@ -79,6 +79,13 @@ func removable(key string) bool {
 	return isAuthorityLabel(key) || !IsReservedKey(key)
 }
 
+// ReadsLabel reports whether a Node's label key can play a part in what the controllers
+// decide: the keys they may write or remove (removable), which includes every key outside the
+// reserved namespaces, as a VM tag may produce it. The other keys (kubernetes.io/hostname,
+// kubernetes.io/arch, node-role.kubernetes.io/...) never do, except through an ignore selector
+// (Ignorer.ReadsLabel).
+func ReadsLabel(key string) bool { return removable(key) }
+
 // LabelChanges computes the label patch that brings a Node's labels to the desired set while
 // respecting ownership:
 //

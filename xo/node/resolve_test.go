@@ -29,14 +29,15 @@ func testVM(id, name string, addrs ...string) *xo.VM {
 	vm := &xo.VM{ID: id, NameLabel: name, PowerState: xo.PowerStateRunning, PoolID: poolA, Container: hostA}
 	if len(addrs) > 0 {
 		vm.MainIPAddress = addrs[0]
-		vm.Addresses = map[string]string{}
+		m := map[string]string{}
 		for i, a := range addrs {
 			fam := "ipv4"
 			if strings.Contains(a, ":") {
 				fam = "ipv6"
 			}
-			vm.Addresses[fmt.Sprintf("0/%s/%d", fam, i)] = a
+			m[fmt.Sprintf("0/%s/%d", fam, i)] = a
 		}
+		vm.Addresses = xo.AddressesOf(m)
 	}
 	return vm
 }
