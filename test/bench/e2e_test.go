@@ -47,7 +47,7 @@ var (
 	flagCreators = flag.Int("bench.creators", 64, "Goroutines creating Nodes at once in a burst.")
 	flagBinary   = flag.String("bench.binary", "", "The controller binary; empty builds ./cmd/xenorchestra-cloud-controller-manager.")
 	flagCommand  = flag.String("bench.command", "make bench", "The command that reproduces the run, for the report.")
-	flagPhases   = flag.String("bench.phases", "steady,reactions,churn,estates", "Phases to run besides the bursts: steady, reactions, churn, estates.")
+	flagPhases   = flag.String("bench.phases", "steady,reactions,churn,estates,large", "Phases to run besides the bursts: steady, reactions, churn, estates, large.")
 	flagSettle   = flag.Duration("bench.settle", 30*time.Second, "inventory.settleTime of every run of the controller (the default is 30s).")
 	flagWindow   = flag.Duration("bench.window", 0, "Steady-state windows; 0: 1 resync period and 5 s (quick), 5 periods and 1 s (steady phase) or 2 periods and 5 s (estates).")
 	flagSamples  = flag.Int("bench.samples", 0, "Reaction samples per change and mode; 0: 10 (quick) or 20.")
@@ -66,6 +66,12 @@ var (
 	flagOutageNodes = flag.Int("bench.outage-nodes", 500, "Estates: Nodes of one XO server created while the other is down.")
 	flagScopeVMs    = flag.Int("bench.scope-vms", 10000, "Estates: VMs of the XO server with a pool scope.")
 	flagScopePools  = flag.Int("bench.scope-pools", 20, "Estates: pools of the XO server with a pool scope, 2 of them in scope.")
+
+	// The large-XO phase (issue #13).
+	flagLargeVMs    = flag.Int("bench.large-vms", 100_000, "Large XO: VMs of the simulated XO (in 20 pools of 10 hosts).")
+	flagLargeNodes  = flag.Int("bench.large-nodes", 1000, "Large XO: Nodes, VMs of the 2 pools in scope.")
+	flagLargeBurst  = flag.Int("bench.large-burst", 500, "Large XO: Nodes of the burst, of the large-nodes.")
+	flagLargeEvents = flag.Int("bench.large-events", 5000, "Large XO: VM changes made at once, on VMs of the scope that are not Nodes.")
 )
 
 const (
@@ -135,6 +141,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if slices.Contains(phases, "estates") {
 		h.estates()
+	}
+	if slices.Contains(phases, "large") {
+		h.large()
 	}
 	h.stopController()
 }
@@ -374,6 +383,9 @@ wait:
 		if m, _, ok := bench.MeanDelta(apiBefore, apiAfter, "apiserver_admission_webhook_admission_duration_seconds", map[string]string{"operation": "CREATE"}); ok {
 			b.AdmissionMean = seconds(m)
 		}
+		if q, ok := bench.QuantileDelta(apiBefore, apiAfter, "apiserver_admission_webhook_admission_duration_seconds", map[string]string{"operation": "CREATE"}, 0.99); ok {
+			b.AdmissionP99 = seconds(q)
+		}
 		if m, _, ok := bench.MeanDelta(apiBefore, apiAfter, "apiserver_request_duration_seconds", map[string]string{"verb": "POST", "resource": "nodes"}); ok {
 			b.CreateServerMean = seconds(m)
 		}
@@ -396,9 +408,9 @@ wait:
 	if pm, err := bench.ProcMemory(c.pid()); err == nil {
 		b.ControllerPeakRSS = pm.HWM
 	}
-	h.t.Logf("%s: %d initialized, total %s (CREATEs done after %s), p50 %s, p99 %s, max %s; CREATE p50 %s p99 %s (API server mean %s, of which webhook call %s, webhook server %s; %d failed open); labelled at CREATE %d; XO %v; 409s %v; CPU %v",
+	h.t.Logf("%s: %d initialized, total %s (CREATEs done after %s), p50 %s, p99 %s, max %s; CREATE p50 %s p99 %s (API server mean %s, of which webhook call %s (p99 %s), webhook server %s; %d failed open); labelled at CREATE %d; XO %v; 409s %v; CPU %v",
 		what, done, b.Total.Round(time.Millisecond), b.CreatesDone.Round(time.Millisecond), b.P50.Round(time.Millisecond), b.P99.Round(time.Millisecond), b.Max.Round(time.Millisecond),
-		b.CreateP50.Round(time.Millisecond), b.CreateP99.Round(time.Millisecond), b.CreateServerMean.Round(time.Microsecond), b.AdmissionMean.Round(time.Microsecond), b.WebhookServerMean.Round(time.Microsecond), b.FailOpen,
+		b.CreateP50.Round(time.Millisecond), b.CreateP99.Round(time.Millisecond), b.CreateServerMean.Round(time.Microsecond), b.AdmissionMean.Round(time.Microsecond), b.AdmissionP99.Round(time.Microsecond), b.WebhookServerMean.Round(time.Microsecond), b.FailOpen,
 		b.LabelledAtCreate, b.XORequests, b.Conflicts, b.CPU)
 	if b.FailOpen > 0 {
 		h.fail("%s: %d webhook calls failed open (the Nodes were admitted without the webhook)", what, b.FailOpen)
@@ -494,45 +506,56 @@ func (h *harness) steady(n int) {
 // memory reads the resident set of a controller with the default configuration and n Nodes,
 // every 2 s for a while after it has looked at every Node: median and highest reading.
 func (h *harness) memory(n int) {
-	ctx := h.ctx
 	c := h.restartController(controllerOpts{Webhook: true})
+	m, ok := h.quietMemory(c, fmt.Sprintf("memory %d", n), fmt.Sprint(n))
+	if !ok {
+		return
+	}
+	m.Nodes, m.VMs = n, len(h.xo.vms)
+	h.res.Memory = append(h.res.Memory, m)
+}
+
+// quietMemory waits until c's pools are trusted and it went quiet, then reads its memory
+// every 2 s for a while (30 s quick, else 1 min): the median and highest readings. what names
+// the phase in failures, profile the heap profiles' files (-bench.profile-dir).
+func (h *harness) quietMemory(c *controller, what, profile string) (bench.Memory, bool) {
+	ctx := h.ctx
 	// Quiet means after the pools are trusted (inventory.settleTime after start): that wakes
 	// every Node once more.
 	if err := c.awaitTrusted(ctx, 3*time.Minute); err != nil {
-		h.fail("memory %d: %v", n, err)
+		h.fail("%s: %v", what, err)
 	}
 	if _, err := c.settle(ctx, 3*time.Minute); err != nil {
-		h.fail("memory %d: %v", n, err)
+		h.fail("%s: %v", what, err)
 	}
 	span := time.Minute
 	if *flagQuick {
 		span = 30 * time.Second
 	}
-	h.t.Logf("memory with %d Nodes: first reading: %s", n, c.goMemory())
+	h.t.Logf("%s: first reading: %s", what, c.goMemory())
 	if *flagProfiles != "" {
 		// With the profile of the last reading, what the controller allocates while quiet.
-		if err := c.saveHeapProfile(filepath.Join(*flagProfiles, fmt.Sprintf("heap-%d-quiet.pb.gz", n))); err != nil {
-			h.fail("memory %d: %v", n, err)
+		if err := c.saveHeapProfile(filepath.Join(*flagProfiles, "heap-"+profile+"-quiet.pb.gz")); err != nil {
+			h.fail("%s: %v", what, err)
 		}
 	}
 	mems := c.sampleMemory(ctx, span)
 	if ctx.Err() != nil {
-		return
+		return bench.Memory{}, false
 	}
 	if len(mems) == 0 {
-		h.fail("memory %d: no reading", n)
-		return
+		h.fail("%s: no reading", what)
+		return bench.Memory{}, false
 	}
 	if *flagProfiles != "" {
-		if err := c.saveHeapProfile(filepath.Join(*flagProfiles, fmt.Sprintf("heap-%d.pb.gz", n))); err != nil {
-			h.fail("memory %d: %v", n, err)
+		if err := c.saveHeapProfile(filepath.Join(*flagProfiles, "heap-"+profile+".pb.gz")); err != nil {
+			h.fail("%s: %v", what, err)
 		}
 	}
 	m := bench.MedianMemory(mems)
-	m.Nodes, m.VMs = n, len(h.xo.vms)
-	h.res.Memory = append(h.res.Memory, m)
-	h.t.Logf("memory with %d Nodes (%d readings): RSS median %.1f MiB (binary %.1f), max %.1f MiB, peak %.1f MiB, heap %.1f MiB, %d goroutines; last reading: %s",
-		n, m.Readings, float64(m.RSS)/(1<<20), float64(m.RSSFile)/(1<<20), float64(m.RSSMax)/(1<<20), float64(m.HWM)/(1<<20), float64(m.HeapInuse)/(1<<20), m.Goroutines, c.goMemory())
+	h.t.Logf("%s (%d readings): RSS median %.1f MiB (binary %.1f), max %.1f MiB, peak %.1f MiB, heap %.1f MiB, %d goroutines; last reading: %s",
+		what, m.Readings, float64(m.RSS)/(1<<20), float64(m.RSSFile)/(1<<20), float64(m.RSSMax)/(1<<20), float64(m.HWM)/(1<<20), float64(m.HeapInuse)/(1<<20), m.Goroutines, c.goMemory())
+	return m, true
 }
 
 // upstream simulates the existing cloud controllers' XO access: one lookup of the VM, its host

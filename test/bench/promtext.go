@@ -3,8 +3,10 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -145,4 +147,42 @@ func APIResponses(samples []Sample, code string) map[string]int64 {
 		out[s.Labels["verb"]+" "+res] += int64(s.Value)
 	}
 	return out
+}
+
+// QuantileDelta estimates the q-quantile of the observations a histogram received between two
+// scrapes, from the increase of its cumulative buckets (<name>_bucket, label le), interpolating
+// linearly inside the bucket as Prometheus' histogram_quantile does; ok is false without
+// observations. An estimate past the last finite bucket is that bucket's bound.
+func QuantileDelta(before, after []Sample, name string, match map[string]string, q float64) (v float64, ok bool) {
+	counts := map[float64]float64{}
+	add := func(samples []Sample, sign float64) {
+		for _, s := range samples {
+			if s.Name != name+"_bucket" || !hasLabels(s, match) {
+				continue
+			}
+			le, err := strconv.ParseFloat(s.Labels["le"], 64)
+			if err != nil {
+				continue
+			}
+			counts[le] += sign * s.Value
+		}
+	}
+	add(after, 1)
+	add(before, -1)
+	bounds := slices.Sorted(maps.Keys(counts))
+	if len(bounds) == 0 || counts[bounds[len(bounds)-1]] <= 0 {
+		return 0, false
+	}
+	rank := q * counts[bounds[len(bounds)-1]]
+	lower, below := 0.0, 0.0
+	for _, le := range bounds {
+		if counts[le] >= rank {
+			if math.IsInf(le, 1) {
+				return lower, true
+			}
+			return lower + (le-lower)*(rank-below)/(counts[le]-below), true
+		}
+		lower, below = le, counts[le]
+	}
+	return lower, true
 }

@@ -39,6 +39,7 @@ const (
 	secReactions = "Reaction times"
 	secMemory    = "Memory"
 	secEstates   = "Estates: several XO servers, a server down, a pool scope"
+	secLarge     = "A large XO: many VMs, few of them Nodes"
 	secMicro     = "Micro-benchmarks"
 	secNotes     = "How the figures were obtained"
 	secErrors    = "Errors during the run"
@@ -46,7 +47,7 @@ const (
 
 // Sections are the level-2 headings Render may write. Sections under other level-2 headings
 // at the end of a report are hand-written: see HandWritten.
-var Sections = []string{secTargets, secAdmission, secBursts, secSteady, secReactions, secMemory, secEstates, secMicro, secNotes, secErrors}
+var Sections = []string{secTargets, secAdmission, secBursts, secSteady, secReactions, secMemory, secEstates, secLarge, secMicro, secNotes, secErrors}
 
 // anchor is a figure measured on the upstream XO CCM v1.1.0 (anchors.md).
 type anchor struct {
@@ -99,6 +100,7 @@ func Render(w io.Writer, r *Results, micro []GoBench) error {
 	renderReactions(p, r)
 	renderMemory(p, r)
 	renderEstates(p, r)
+	renderLarge(p, r)
 	renderMicro(p, micro)
 	if len(r.Notes) > 0 {
 		p("## %s\n\n", secNotes)
@@ -209,6 +211,7 @@ func renderTargets(p func(string, ...any), r *Results) {
 		}
 	}
 	renderEstateTargets(p, r)
+	renderLargeTargets(p, r)
 	if r.Churn != nil {
 		delta, slope := r.Churn.RSSGrowth()
 		p("| no unbounded growth over the churn run (second half's peak RSS within 10%% of the first's, goroutines flat), every Node settled | RSS %+.1f MiB over %s (%+.2f MiB/min over the second half), %d Nodes unsettled at the end | %s |\n",
@@ -264,6 +267,11 @@ func allBursts(r *Results) []Burst {
 			if s.Burst != nil {
 				out = append(out, *s.Burst)
 			}
+		}
+	}
+	if l := r.Large; l != nil {
+		for _, run := range l.Runs {
+			out = append(out, run.Burst)
 		}
 	}
 	return out
@@ -654,6 +662,75 @@ func renderEstates(p func(string, ...any), r *Results) {
 			burstRow("scope of "+count(scoped.ScopePools)+" pools", *scoped.Burst)
 			p("\n")
 		}
+	}
+}
+
+// memoryAt returns the memory reading of the main run with nodes Nodes, if any.
+func memoryAt(r *Results, nodes int) *Memory {
+	for i := range r.Memory {
+		if r.Memory[i].Nodes == nodes {
+			return &r.Memory[i]
+		}
+	}
+	return nil
+}
+
+// renderLargeTargets writes the target of the large-XO phase: with a scope of the Nodes'
+// pools, memory within 10 % of the main run's with as many Nodes.
+func renderLargeTargets(p func(string, ...any), r *Results) {
+	if r.Large == nil {
+		return
+	}
+	for _, run := range r.Large.Runs {
+		ref := memoryAt(r, run.Nodes)
+		if run.ScopePools == 0 || ref == nil || run.Memory.RSS == 0 {
+			continue
+		}
+		p("| resident memory of a %s-VM XO scoped to the Nodes' pools (%s VMs) within 10%% of the %s-VM figure, %s Nodes | %s vs %s (%+.0f%%) | %s |\n",
+			count(r.Large.VMs), count(run.ScopeVMs), count(ref.VMs), count(run.Nodes), mib(run.Memory.RSS), mib(ref.RSS),
+			100*(float64(run.Memory.RSS)/float64(ref.RSS)-1), mark(float64(run.Memory.RSS) <= 1.1*float64(ref.RSS)))
+	}
+}
+
+// renderLarge writes the large-XO section.
+func renderLarge(p func(string, ...any), r *Results) {
+	l := r.Large
+	if l == nil || len(l.Runs) == 0 {
+		return
+	}
+	p("## %s\n\n", secLarge)
+	p("One XO (a simulator) with %s VMs in %d pools of %d hosts; %s Nodes, all VMs of two of the pools. ", count(l.VMs), l.Pools, l.HostsPerPool, count(l.Runs[0].Nodes))
+	p("The controller runs with a `pools:` scope of those two pools, then without a scope. Each run: a burst of %s Nodes on a cluster without any, the rest created, ", count(l.Runs[0].Burst.Nodes))
+	p("the XO load over a steady-state window with `inventory.resyncPeriod: %s`, VM changes made in XO as fast as the simulator takes them, then the memory of a restarted controller with the default configuration, read as in [Memory](#memory).\n\n", period(l.Runs[0].Load.ResyncPeriod))
+	p("| scope | VMs held | relist time (mean) | bytes per relist | XO requests per relist | burst: total | admission in the API server: mean / p99 | VM changes: made in XO / applied by the inventory | resident (median) | peak since start | Go heap in use |\n")
+	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	var scoped, all *LargeRun
+	for i, run := range l.Runs {
+		name := "none"
+		if run.ScopePools > 0 {
+			name = fmt.Sprintf("%d pools (%s VMs)", run.ScopePools, count(run.ScopeVMs))
+			scoped = &l.Runs[i]
+		} else {
+			all = &l.Runs[i]
+		}
+		rate := func(n int64, d time.Duration) string {
+			if d <= 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%s in %s (%s/s)", count(int(n)), dur(d), num(float64(n)/d.Seconds()))
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s | %s |\n", name, count(int(run.HeldVMs)), dur(run.RelistMean), kib(run.Load.BytesPerRelist()),
+			num(run.Load.RequestsPerRelist()), burstOutcome(run.Burst), dur(run.Burst.AdmissionMean), dur(run.Burst.AdmissionP99),
+			rate(int64(run.Events), run.SimTook), rate(run.Applied, run.AppliedAfter), mib(run.Memory.RSS), mib(run.Memory.HWM), mib(run.Memory.HeapInuse))
+	}
+	p("\n")
+	if scoped != nil && all != nil && all.HeldVMs > scoped.HeldVMs && all.Memory.RSS > 0 {
+		perVM := float64(all.Memory.RSS-scoped.Memory.RSS) / float64(all.HeldVMs-scoped.HeldVMs)
+		p("Without a scope the inventory holds %s more VMs for %s more resident memory: %.0f bytes per VM. ", count(int(all.HeldVMs-scoped.HeldVMs)), mib(all.Memory.RSS-scoped.Memory.RSS), perVM)
+		if ref := memoryAt(r, scoped.Nodes); ref != nil {
+			p("With the scope, %s against %s for the same %s Nodes on the %s-VM XO of [Memory](#memory).", mib(scoped.Memory.RSS), mib(ref.RSS), count(scoped.Nodes), count(ref.VMs))
+		}
+		p("\n\n")
 	}
 }
 

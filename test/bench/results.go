@@ -30,6 +30,7 @@ type Results struct {
 	Churn     *Churn     `json:"churn,omitempty"`
 	// Estates are the runs with several XO servers and with a pool scope.
 	Estates *Estates `json:"estates,omitempty"`
+	Large   *Large   `json:"large,omitempty"`
 	// SettleTime is the controller's inventory.settleTime in every run of the controller.
 	SettleTime time.Duration `json:"settleTime"`
 	// Notes explain how a figure was obtained.
@@ -86,7 +87,10 @@ type Burst struct {
 	// the controller's webhook server took per request (controller_runtime_webhook_latency_seconds);
 	// CreateServerMean the API server's mean handling time of a Node CREATE
 	// (apiserver_request_duration_seconds).
-	AdmissionMean     time.Duration `json:"admissionMean"`
+	AdmissionMean time.Duration `json:"admissionMean"`
+	// AdmissionP99 is the 99th percentile of the same, interpolated in the histogram's
+	// buckets (bounds 5 ms, 25 ms, 100 ms, 500 ms, 1 s, 2.5 s...).
+	AdmissionP99      time.Duration `json:"admissionP99"`
 	WebhookServerMean time.Duration `json:"webhookServerMean"`
 	CreateServerMean  time.Duration `json:"createServerMean"`
 	// Conflicts are the API server's 409 Conflict answers from the first CREATE until the
@@ -276,6 +280,39 @@ type ScopeRun struct {
 	// Load is the XO load over the steady-state window; Memory the readings taken during it.
 	Load   Steady `json:"load"`
 	Memory Memory `json:"memory"`
+}
+
+// Large is the large-XO phase (issue #13): an XO of VMs in Pools × HostsPerPool hosts of which
+// a few are Nodes, with the inventory scoped to the Nodes' pools and without a scope.
+type Large struct {
+	Pools        int        `json:"pools"`
+	HostsPerPool int        `json:"hostsPerPool"`
+	VMs          int        `json:"vms"`
+	Runs         []LargeRun `json:"runs"`
+}
+
+// LargeRun is one configuration of the large-XO phase.
+type LargeRun struct {
+	// ScopePools is the number of pools in scope (0: no scope); ScopeVMs the VMs of XO in
+	// them (all VMs without a scope); HeldVMs those the inventory holds.
+	ScopePools int   `json:"scopePools"`
+	ScopeVMs   int   `json:"scopeVMs"`
+	HeldVMs    int64 `json:"heldVMs"`
+	Nodes      int   `json:"nodes"`
+	// Burst is a burst of part of the Nodes on a cluster without any.
+	Burst Burst `json:"burst"`
+	// Load and Memory are read at steady state with every Node; RelistMean is the controller's
+	// mean relist time over the window (xenorchestra_inventory_relist_duration_seconds).
+	Load       Steady        `json:"load"`
+	Memory     Memory        `json:"memory"`
+	RelistMean time.Duration `json:"relistMean"`
+	// Events VM changes were made in XO (tags of VMs that are not Nodes) as fast as the
+	// simulator takes them, over SimTook; Applied of them reached the controllers (changes
+	// published, xenorchestra_inventory_changes_total), the last AppliedAfter the first change.
+	Events       int           `json:"events"`
+	SimTook      time.Duration `json:"simTook"`
+	Applied      int64         `json:"applied"`
+	AppliedAfter time.Duration `json:"appliedAfter"`
 }
 
 // Memory is the controller's resident memory at rest with Nodes and VMs.
