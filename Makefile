@@ -45,13 +45,10 @@ $(BIN)/golangci-lint:
 lint: $(BIN)/golangci-lint ## Run golangci-lint (pinned under ./bin).
 	$(BIN)/golangci-lint run ./...
 
-# demo builds itself while hack/testbin.sh builds etcd and kube-apiserver (cached), so that on a
-# fresh machine the module downloads of one overlap the compilation of the other.
 .PHONY: demo
 demo: ## Run the whole controller on a local control plane and the XO simulator, and show what it does.
-	@hack/testbin.sh etcd kube-apiserver >/dev/null & tb=$$!; \
-	go build -o $(BIN)/demo ./hack/demo; built=$$?; \
-	wait $$tb && (exit $$built) && $(BIN)/demo
+	@hack/testbin.sh --demo >/dev/null
+	@$(BIN)/demo
 
 .PHONY: run-xosim
 run-xosim: ## Serve hack/demo-inventory.yaml with the XO simulator on loopback.

@@ -4,12 +4,19 @@
 # here. Results are cached: a second run checks versions and exits in well under a second.
 #
 #   hack/testbin.sh              build what is missing, print the directory holding the binaries
-#   hack/testbin.sh NAME...      the same for these binaries only (the demo: etcd kube-apiserver)
+#   hack/testbin.sh NAME...      the same for these binaries only
+#   hack/testbin.sh --demo       etcd and kube-apiserver, then the demo command as bin/demo
 #   hack/testbin.sh --path       print the directory only (no build)
 #
-# The three module graphs (etcd, helm, Kubernetes) build concurrently, so one graph's downloads
-# overlap another's compilation; the Kubernetes binaries share one `go build`. While anything
-# builds, a line every 15 s says what and for how long.
+# A cold build is mostly compilation (on 2 cores: 10 min 22 s for etcd and kube-apiserver, see
+# BENCHMARKS.md, "Cold start"), so this script compiles each package once: etcd and the
+# Kubernetes binaries are built by one `go build` in one module graph (etcd's requirements raise
+# a few of kube-apiserver's to patch or minor versions above Kubernetes' own pins), and the demo
+# is built with that graph's versions of the modules it shares with it and the same flags, so it
+# reuses the compiled client-go, api and apimachinery instead of compiling them again (it then
+# builds in 1 min). Modules download 16 at a time while the standard library compiles. helm, a module
+# graph of its own, builds alongside. While anything builds, a line every 15 s says what and for
+# how long.
 #
 # Environment: TESTBIN_DIR (cache root, default ~/.cache/xenorchestra-ccm/testbin),
 # TESTBIN_NO_KUBELET=1 to leave the kubelet out when no NAME is given (only the kubelet
@@ -20,10 +27,17 @@ K8S_VERSION=1.37.2
 ETCD_VERSION=3.7.3
 HELM_VERSION=3.22.0
 
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${TESTBIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/xenorchestra-ccm/testbin}
 bin="$root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-helm-$HELM_VERSION"
 if [[ "${1:-}" == "--path" ]]; then echo "$bin"; exit 0; fi
 
+demo=0
+if [[ "${1:-}" == "--demo" ]]; then
+  (($# == 1)) || { echo "testbin: --demo takes no other argument" >&2; exit 2; }
+  demo=1
+  set -- etcd kube-apiserver
+fi
 want=("$@")
 if ((${#want[@]} == 0)); then
   want=(etcd kube-apiserver kubectl helm)
@@ -56,44 +70,50 @@ has() {
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 minor=${K8S_VERSION#*.}; minor=${minor%%.*}
+# Compiler flags of every build here, the demo's included, so that they share compiled packages.
+# No DWARF: the binaries are stripped anyway (-s -w), and generating it costs a tenth of the
+# compile time. No -trimpath: the demo finds the repository through its source file paths.
+gcflags=all=-dwarf=false
+k8s_src="$root/src/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 
-# build_kube NAME...: kube-apiserver, kubectl and/or kubelet in one `go build`.
-build_kube() {
-  local src="$root/src/kube-$K8S_VERSION"
-  mkdir -p "$src"
-  cd "$src"
-  # The require line is written last: without it the setup did not finish.
-  if ! grep -qs "k8s.io/kubernetes v$K8S_VERSION" go.mod; then
-    rm -f go.mod go.sum
-    go mod init testbin/kube >/dev/null 2>&1
-    go mod download k8s.io/kubernetes@v$K8S_VERSION
-    local modfile
-    modfile=$(go mod download -json k8s.io/kubernetes@v$K8S_VERSION | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-    # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
-    # paths; a dependent module has to name the published versions itself.
-    local staging
-    staging=$(grep -E '^\s*k8s.io/[a-z0-9-]+ v0\.0\.0\s*$' "$modfile" | awk '{print $1}' | sort -u)
-    for m in $staging; do go mod edit -replace "$m=$m@v0.$minor.${K8S_VERSION##*.}"; done
-    go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
-  fi
-  local ver="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-  ver+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-  local pkgs=()
-  for b in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
-  # With -o naming a directory, go build writes each command there under its own name.
-  go build -trimpath -ldflags "-s -w $ver" -o "$bin/" "${pkgs[@]}"
+# setup_k8s writes the module that requires Kubernetes and etcd.
+setup_k8s() {
+  mkdir -p "$k8s_src"
+  cd "$k8s_src"
+  # The require lines are written last: without them the setup did not finish.
+  grep -qs "go.etcd.io/etcd/server/v3 v$ETCD_VERSION" go.mod && return 0
+  rm -f go.mod go.sum
+  go mod init testbin/k8s >/dev/null 2>&1
+  go mod download k8s.io/kubernetes@v$K8S_VERSION
+  local modfile
+  modfile=$(go mod download -json k8s.io/kubernetes@v$K8S_VERSION | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with local
+  # paths; a dependent module has to name the published versions itself.
+  local staging
+  staging=$(grep -E '^\s*k8s.io/[a-z0-9-]+ v0\.0\.0\s*$' "$modfile" | awk '{print $1}' | sort -u)
+  for m in $staging; do go mod edit -replace "$m=$m@v0.$minor.${K8S_VERSION##*.}"; done
+  go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION" -require "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
 }
 
-build_etcd() {
-  local src="$root/src/etcd-$ETCD_VERSION"
-  mkdir -p "$src"
-  cd "$src"
-  if ! grep -qs "go.etcd.io/etcd/server/v3 v$ETCD_VERSION" go.mod; then
-    rm -f go.mod go.sum
-    go mod init testbin/etcd >/dev/null 2>&1
-    go mod edit -require "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
-  fi
-  go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3
+# build_k8s NAME...: etcd, kube-apiserver, kubectl and/or kubelet in one `go build`.
+build_k8s() {
+  setup_k8s
+  local pkgs=() b
+  for b in "$@"; do
+    if [[ $b == etcd ]]; then pkgs+=("go.etcd.io/etcd/server/v3"); else pkgs+=("k8s.io/kubernetes/cmd/$b"); fi
+  done
+  # go build downloads as many modules at once as GOMAXPROCS (2 here): 16 at a time halve the
+  # downloads, during which the standard library compiles.
+  GOMAXPROCS=16 go list -deps "${pkgs[@]}" >/dev/null &
+  local list=$!
+  go build -gcflags="$gcflags" std
+  wait $list
+  local ver="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  ver+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  # With -o naming a directory, go build writes each command there under its own name; etcd's
+  # is server, the element before /v3.
+  go build -gcflags="$gcflags" -ldflags "-s -w $ver" -o "$bin/" "${pkgs[@]}"
+  if [[ " $* " == *" etcd "* ]]; then mv "$bin/server" "$bin/etcd"; fi
 }
 
 build_helm() {
@@ -109,17 +129,44 @@ build_helm() {
   local ld="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
   ld+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
   ld+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor"
-  go build -trimpath -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
+  go build -gcflags="$gcflags" -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
 }
 
-# What is missing, per module graph.
-kube=()
-wants kube-apiserver && ! has kube-apiserver "v$K8S_VERSION" --version && kube+=(kube-apiserver)
-wants kubectl && ! has kubectl "v$K8S_VERSION" version --client && kube+=(kubectl)
-wants kubelet && ! has kubelet "v$K8S_VERSION" --version && kube+=(kubelet)
+# build_demo builds hack/demo as bin/demo with the Kubernetes graph's versions of the modules
+# both use (a copy of go.mod with replaces; the repository's go.mod is left alone), so that it
+# compiles little more than controller-runtime and this repository. Should these versions not
+# build it, it builds with its own.
+build_demo() {
+  setup_k8s
+  local tmp
+  tmp=$(mktemp -d)
+  cp "$repo/go.mod" "$repo/go.sum" "$tmp/"
+  cd "$repo"
+  local edits=() m v
+  while read -r m v; do edits+=("-replace=$m=$m@$v"); done < <(
+    LC_ALL=C join <(go list -modfile="$tmp/go.mod" -m -f '{{.Path}}' all | LC_ALL=C sort) \
+      <(cd "$k8s_src" && go list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all | LC_ALL=C sort))
+  go mod edit -modfile="$tmp/go.mod" "${edits[@]}"
+  mkdir -p "$repo/bin"
+  if ! go build -modfile="$tmp/go.mod" -gcflags="$gcflags" -ldflags "-s -w" -o "$repo/bin/demo" ./hack/demo; then
+    log "the demo did not build with the Kubernetes module versions; building it with its own"
+    GOFLAGS= go build -gcflags="$gcflags" -ldflags "-s -w" -o "$repo/bin/demo" ./hack/demo
+  fi
+  rm -rf "$tmp"
+}
+
+# What is missing.
+k8s=()
+if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version; then k8s+=(etcd); fi
+if wants kube-apiserver && ! has kube-apiserver "v$K8S_VERSION" --version; then k8s+=(kube-apiserver); fi
+if wants kubectl && ! has kubectl "v$K8S_VERSION" version --client; then k8s+=(kubectl); fi
+if wants kubelet && ! has kubelet "v$K8S_VERSION" --version; then k8s+=(kubelet); fi
+helm=0
+if wants helm && ! has helm "v$HELM_VERSION" version --short; then helm=1; fi
+
 jobs_pid=() jobs_what=()
-# start WHAT FUNC ARGS...: runs FUNC in the background and logs when it ends; the loop below
-# waits for it. (Never call it, or FUNC, in an && or || list: bash then ignores set -e inside.)
+# start WHAT FUNC ARGS...: runs FUNC in the background and logs when it ends; wait_all waits for
+# it. (Never call it, or FUNC, in an && or || list: bash then ignores set -e inside.)
 start() {
   local what=$1 t0=$SECONDS; shift
   log "building $what"
@@ -129,39 +176,42 @@ start() {
   ) &
   jobs_pid+=($!) jobs_what+=("$what")
 }
-if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version; then
-  start "etcd v$ETCD_VERSION" build_etcd
-fi
-if wants helm && ! has helm "v$HELM_VERSION" version --short; then
-  start "helm v$HELM_VERSION" build_helm
-fi
-if ((${#kube[@]})); then
-  log "${kube[*]}: cold, several minutes and ~2.5 GB of memory"
-  start "${kube[*]} v$K8S_VERSION" build_kube "${kube[@]}"
-fi
 
-# Report every 15 s what still builds, then collect the exit statuses.
-t0=$SECONDS next=$((SECONDS + 15))
-while :; do
-  running=()
-  for i in "${!jobs_pid[@]}"; do
-    kill -0 "${jobs_pid[$i]}" 2>/dev/null && running+=("${jobs_what[$i]}")
+# wait_all reports every 15 s what still builds, then collects the exit statuses.
+wait_all() {
+  local t0=$SECONDS next=$((SECONDS + 15)) running i list failed=()
+  while :; do
+    running=()
+    for i in "${!jobs_pid[@]}"; do
+      if kill -0 "${jobs_pid[$i]}" 2>/dev/null; then running+=("${jobs_what[$i]}"); fi
+    done
+    ((${#running[@]})) || break
+    if ((SECONDS >= next)); then
+      list=$(printf ', %s' "${running[@]}")
+      log "still building ${list:2} ($(elapsed $((SECONDS - t0))))"
+      next=$((next + 15))
+    fi
+    sleep 1
   done
-  ((${#running[@]})) || break
-  if ((SECONDS >= next)); then
-    list=$(printf ', %s' "${running[@]}")
-    log "still building ${list:2} ($(elapsed $((SECONDS - t0))))"
-    next=$((next + 15))
+  for i in "${!jobs_pid[@]}"; do
+    wait "${jobs_pid[$i]}" || failed+=("${jobs_what[$i]}")
+  done
+  jobs_pid=() jobs_what=()
+  if ((${#failed[@]})); then
+    list=$(printf ', %s' "${failed[@]}")
+    log "failed to build ${list:2}"
+    exit 1
   fi
-  sleep 1
-done
-failed=()
-for i in "${!jobs_pid[@]}"; do
-  wait "${jobs_pid[$i]}" || failed+=("${jobs_what[$i]}")
-done
-if ((${#failed[@]})); then
-  list=$(printf ', %s' "${failed[@]}")
-  log "failed to build ${list:2}"
-  exit 1
+}
+
+if ((${#k8s[@]})); then
+  log "${k8s[*]}: cold, about 10 minutes on 2 cores and 2 GB of memory"
+  start "${k8s[*]} (Kubernetes v$K8S_VERSION, etcd v$ETCD_VERSION)" build_k8s "${k8s[@]}"
+fi
+if ((helm)); then start "helm v$HELM_VERSION" build_helm; fi
+wait_all
+if ((demo)); then
+  start "the demo (bin/demo)" build_demo
+  wait_all
 fi
 echo "$bin"

@@ -1,6 +1,7 @@
 // Package common holds what the three node controllers share: the Node cache trimming, the
-// Node indexes, the source that turns XO inventory changes into reconcile requests, the
-// registration, the optimistic-lock patch, and the retry and resync timing.
+// Node indexes, the sources that turn XO inventory changes and the periodic resync into
+// reconcile requests, the registration, the reconcile loggers, the optimistic-lock patch, and
+// the retry timing.
 package common
 
 import (
