@@ -128,6 +128,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	vm := res.VM
+	logger = logger.WithValues("vm", vm.ID, "pool", vm.PoolID)
+
 	after := n.DeepCopy()
 	desc := node.Describe(view, after, vm, r.opts.Labels)
 	// Standing refusals are reported at every look; the event recorder folds repeats into one
@@ -136,7 +138,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !desc.Changed {
 		return ctrl.Result{}, nil
 	}
-	logger = logger.WithValues("vm", vm.ID, "pool", vm.PoolID)
 	if err := r.written.Patch(ctx, r.client, &n, after); err != nil {
 		if common.Retryable(err) {
 			logger.V(1).Info("Node changed meanwhile; retrying")

@@ -166,6 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if poolID == "" {
 		poolID = poolFromLabels(&n)
 	}
+	logger = logger.WithValues("vm", vmID, "pool", poolID)
+	ctx = log.IntoContext(ctx, logger)
+
 	view := r.estate.View()
 	res := node.Resolve(view, &n)
 	ready := common.IsReady(&n)
@@ -181,8 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if plan.empty() {
 			return r.done(n.Name), nil
 		}
-		logger = logger.WithValues("vm", vmID, "pool", poolID)
-		if err := r.applyTaints(log.IntoContext(ctx, logger), &n, vm, plan); err != nil {
+		if err := r.applyTaints(ctx, &n, vm, plan); err != nil {
 			if common.Retryable(err) {
 				logger.V(1).Info("Node changed meanwhile; retrying")
 				return r.retryLater(n.Name), nil
@@ -193,8 +195,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// NotReady, and the VM is not in the inventory: is it gone?
-	logger = logger.WithValues("vm", vmID, "pool", poolID)
-	ctx = log.IntoContext(ctx, logger)
 	reason, why, wait := r.confirmGone(ctx, view, poolID, vmID)
 	switch {
 	case reason == refusedSettling:

@@ -3,8 +3,8 @@ package bench
 import (
 	"fmt"
 	"io"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
