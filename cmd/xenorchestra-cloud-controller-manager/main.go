@@ -17,8 +17,9 @@ import (
 // gcPercent is the GOGC the process runs with unless the GOGC environment variable sets one:
 // the heap may grow to 1.5 times the live data between collections instead of Go's default
 // 2 times. The live data is mostly the Node cache and the XO inventory, which change slowly, so
-// the extra collections cost little CPU: measured with 5,000 Nodes and 10,000 VMs, a third less
-// resident memory and no slower 5,000-Node burst (BENCHMARKS.md, "Memory").
+// the extra collections cost little CPU: measured with 5,000 Nodes and 10,000 VMs, about a third
+// less resident memory, and a 5,000-Node burst within its run-to-run spread (BENCHMARKS.md,
+// "Memory: where the 5,000-Node resident set goes").
 const gcPercent = 50
 
 func main() {
