@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"unique"
 )
 
 // Address is one entry of a VM's "addresses": the guest agent's key ("<device>/<ipv4|ipv6>/<n>")
@@ -26,8 +25,7 @@ func AddressesOf(m map[string]string) Addresses {
 	}
 	out := make(Addresses, 0, len(m))
 	for k, ip := range m {
-		// The keys repeat across VMs ("0/ipv4/0"): one copy of each.
-		out = append(out, Address{Key: unique.Make(k).Value(), IP: ip})
+		out = append(out, Address{Key: k, IP: ip})
 	}
 	slices.SortFunc(out, func(a, b Address) int { return CompareAddressKey(a.Key, b.Key) })
 	return out

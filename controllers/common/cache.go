@@ -1,6 +1,7 @@
 package common
 
 import (
+	"maps"
 	"slices"
 	"unique"
 
@@ -61,23 +62,16 @@ func TrimNode(ignore node.Ignorer) func(any) (any, error) {
 }
 
 // internMap returns the entries of m whose key keep accepts, keys and values interned; nil
-// when none is kept.
+// when none is kept. m, the freshly decoded object's, loses the others.
 func internMap(m map[string]string, keep func(string) bool) map[string]string {
-	kept := 0
-	for k := range m {
-		if keep(k) {
-			kept++
-		}
-	}
-	if kept == 0 {
+	maps.DeleteFunc(m, func(k, _ string) bool { return !keep(k) })
+	if len(m) == 0 {
 		return nil
 	}
-	// Sized for what it keeps: a map sized for all of m can take twice the memory.
-	out := make(map[string]string, kept)
+	// Sized for what it keeps: a map sized for all of the decoded one can take twice the memory.
+	out := make(map[string]string, len(m))
 	for k, v := range m {
-		if keep(k) {
-			out[intern(k)] = intern(v)
-		}
+		out[intern(k)] = intern(v)
 	}
 	return out
 }

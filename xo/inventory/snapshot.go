@@ -183,11 +183,14 @@ func (s *Snapshot) nextTrust() time.Time {
 }
 
 // internVM replaces the strings thousands of VMs share (pool and host uuids, power states,
-// tags) with one shared copy each.
+// tags, address keys) with one shared copy each.
 func internVM(vm *xo.VM) {
 	vm.PowerState, vm.PoolID, vm.Container = intern(vm.PowerState), intern(vm.PoolID), intern(vm.Container)
 	for i, t := range vm.Tags {
 		vm.Tags[i] = intern(t)
+	}
+	for i := range vm.Addresses {
+		vm.Addresses[i].Key = intern(vm.Addresses[i].Key) // "0/ipv4/0", the same on most VMs
 	}
 }
 
