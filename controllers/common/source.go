@@ -2,6 +2,7 @@ package common
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -9,9 +10,11 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -25,9 +28,10 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// Field indexes on Nodes, registered once per manager by SetupIndexes.
+// Indexes of the Node informer, registered once per manager by SetupIndexes.
 const (
-	// IndexVM maps a Node to the uuid of its VM, from an xenorchestra providerID.
+	// IndexVM maps a Node to the bucket (vmBucket) of its VM's uuid, from an xenorchestra
+	// providerID.
 	IndexVM = "xenorchestra.vm"
 	// IndexPool maps a Node to its pool uuid, from the providerID (or the pool_id label).
 	IndexPool = "xenorchestra.pool"
@@ -37,44 +41,74 @@ const (
 	IndexUnresolved = "xenorchestra.unresolved"
 )
 
-// SetupIndexes registers the Node field indexes the change source uses.
+// vmBucket is IndexVM's value for a VM uuid: its first two characters, so 256 buckets of
+// random uuids. An index keeps a set of Node names per value: one value per Node, as the
+// uuid itself would be, costs some 300 bytes a Node (1.5 MB with 5,000 Nodes), a bucket some
+// 20. A VM change then looks at the providerIDs of the bucket's few Nodes.
+func vmBucket(vm string) string { return vm[:min(2, len(vm))] }
+
+// SetupIndexes registers on the Node informer the indexes the change source reads.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	for name, fn := range map[string]client.IndexerFunc{
-		IndexVM: func(o client.Object) []string {
-			if _, vm, err := node.ParseProviderID(o.(*corev1.Node).Spec.ProviderID); err == nil {
-				return []string{vm}
-			}
-			return nil
-		},
-		IndexPool: func(o client.Object) []string {
-			n := o.(*corev1.Node)
-			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" {
-				return []string{pool}
-			}
-			if p := n.Labels[node.LabelPoolID]; p != "" {
-				return []string{p}
-			}
-			return nil
-		},
-		IndexHost: func(o client.Object) []string {
-			if h := o.(*corev1.Node).Labels[node.LabelHostID]; h != "" {
-				return []string{h}
-			}
-			return nil
-		},
-		IndexUnresolved: func(o client.Object) []string {
-			if o.(*corev1.Node).Spec.ProviderID == "" {
-				return []string{"true"}
-			}
-			return nil
-		},
-	} {
-		if err := idx.IndexField(ctx, &corev1.Node{}, name, fn); err != nil {
-			return fmt.Errorf("index nodes by %s: %w", name, err)
-		}
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("index nodes: %w", err)
+	}
+	if err := inf.AddIndexers(nodeIndexers()); err != nil {
+		return fmt.Errorf("index nodes: %w", err)
 	}
 	return nil
+}
+
+// nodeIndexers are the indexes SetupIndexes registers.
+func nodeIndexers() toolscache.Indexers {
+	return toolscache.Indexers{
+		IndexVM: nodeIndex(func(n *corev1.Node) string {
+			if _, vm, err := node.ParseProviderID(n.Spec.ProviderID); err == nil {
+				return vmBucket(vm)
+			}
+			return ""
+		}),
+		IndexPool: nodeIndex(func(n *corev1.Node) string {
+			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" {
+				return pool
+			}
+			return n.Labels[node.LabelPoolID]
+		}),
+		IndexHost: nodeIndex(func(n *corev1.Node) string { return n.Labels[node.LabelHostID] }),
+		IndexUnresolved: nodeIndex(func(n *corev1.Node) string {
+			if n.Spec.ProviderID == "" {
+				return "true"
+			}
+			return ""
+		}),
+	}
+}
+
+// nodeIndex is an index function of Nodes with at most one value, none when value returns "".
+func nodeIndex(value func(*corev1.Node) string) toolscache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		if n, ok := obj.(*corev1.Node); ok {
+			if v := value(n); v != "" {
+				return []string{v}, nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+// nodeStore returns the store of mgr's Node informer. The sources read it in place: they
+// need only names, and a List through the client copies every Node it returns (4 MB for the
+// 5,000 Nodes of a pool or a periodic look).
+func nodeStore(mgr ctrl.Manager) (toolscache.Indexer, error) {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("get the Node informer: %w", err)
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the Node informer is a %T, not a client-go SharedIndexInformer", inf)
+	}
+	return sii.GetIndexer(), nil
 }
 
 // NodeController is what sets one Node controller apart from the others (SetupNodeController).
@@ -100,17 +134,21 @@ type NodeController struct {
 // (ChangeSource), and, when o.Resync is set, the periodic look at every one of them
 // (ResyncSource).
 func SetupNodeController(mgr ctrl.Manager, o NodeController, r reconcile.Reconciler) error {
+	nodes, err := nodeStore(mgr)
+	if err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(o.Name).
 		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			n, ok := obj.(*corev1.Node)
 			return !ok || o.Wants(n)
 		}), o.Predicate)).
-		WatchesRawSource(ChangeSource(o.Estate, mgr.GetClient(), o.Wants)).
+		WatchesRawSource(ChangeSource(o.Estate, nodes, o.Wants)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(o.Workers, 1)}).
 		WithLogConstructor(reconcileLogger(lazyLogger(mgr.GetLogger()).WithValues("controller", o.Name)))
 	if o.Resync > 0 {
-		b = b.WatchesRawSource(ResyncSource(mgr.GetClient(), o.Resync, o.Wants))
+		b = b.WatchesRawSource(ResyncSource(nodes, o.Resync, o.Wants))
 	}
 	return b.Complete(r)
 }
@@ -133,7 +171,7 @@ func reconcileLogger(base logr.Logger) func(*reconcile.Request) logr.Logger {
 // requeue costs a workqueue item per Node all the time, which with thousands of Nodes is
 // megabytes of memory. Low priority keeps the Nodes an event or an XO change enqueues ahead
 // of the sweep.
-func ResyncSource(c client.Reader, period time.Duration, wants func(*corev1.Node) bool) source.Source {
+func ResyncSource(nodes toolscache.Indexer, period time.Duration, wants func(*corev1.Node) bool) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		go func() {
 			logger := log.FromContext(ctx).WithName("resync")
@@ -145,7 +183,7 @@ func ResyncSource(c client.Reader, period time.Duration, wants func(*corev1.Node
 					return
 				case <-t.C:
 				}
-				if err := enqueue(ctx, c, q, nil, wants, handler.LowPriority); err != nil {
+				if err := enqueue(q, nodes, "", "", wants, handler.LowPriority); err != nil {
 					logger.Error(err, "Cannot list the Nodes to look at again")
 				}
 				t.Reset(jittered(period))
@@ -167,11 +205,12 @@ func jittered(period time.Duration) time.Duration {
 const changeBuffer = 4096
 
 // ChangeSource returns a source that enqueues the Nodes an XO inventory change concerns and
-// wants accepts: the Node of a changed VM (through IndexVM), the Nodes on a changed host or
+// wants accepts (read from the Node informer's store nodes, with the indexes of SetupIndexes):
+// the Node of a changed VM (through IndexVM), the Nodes on a changed host or
 // pool, and, for a VM change, the Nodes not yet tied to any VM. It lets an XO event reach the
 // right Node in milliseconds without listing anything. A pool change also wakes the Nodes not
 // yet tied to any VM: its settling may be what their name or address match waited for.
-func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.Node) bool) source.Source {
+func ChangeSource(estate *inventory.Estate, nodes toolscache.Indexer, wants func(*corev1.Node) bool) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		changes := make(chan inventory.Change, changeBuffer)
 		overflow := make(chan struct{}, 1)
@@ -187,28 +226,17 @@ func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.
 		})
 		go func() {
 			logger := log.FromContext(ctx).WithName("xo-changes")
-			mapped := func(ch inventory.Change, sel client.ListOption) {
-				if err := enqueue(ctx, c, q, sel, wants, 0); err != nil {
-					logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
-				}
-			}
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-overflow:
-					mapped(inventory.Change{}, nil)
+					if err := enqueue(q, nodes, "", "", wants, 0); err != nil {
+						logger.Error(err, "Cannot list the Nodes to look at again")
+					}
 				case ch := <-changes:
-					switch ch.Kind {
-					case inventory.VMChanged:
-						mapped(ch, client.MatchingFields{IndexVM: ch.ID})
-						mapped(ch, client.MatchingFields{IndexUnresolved: "true"})
-					case inventory.HostChanged:
-						mapped(ch, client.MatchingFields{IndexHost: ch.ID})
-					case inventory.PoolChanged:
-						// A pool that settles can make a name or address match trusted.
-						mapped(ch, client.MatchingFields{IndexPool: ch.ID})
-						mapped(ch, client.MatchingFields{IndexUnresolved: "true"})
+					if err := enqueueChange(q, nodes, ch, wants); err != nil {
+						logger.Error(err, "Cannot map an XO change to Nodes", "kind", ch.Kind.String(), "id", ch.ID)
 					}
 				}
 			}
@@ -217,24 +245,50 @@ func ChangeSource(estate *inventory.Estate, c client.Reader, wants func(*corev1.
 	})
 }
 
-// enqueue adds the Nodes that sel selects (all when nil) and wants accepts to q, with the given
-// priority when q is controller-runtime's priority queue.
-func enqueue(ctx context.Context, c client.Reader, q workqueue.TypedRateLimitingInterface[reconcile.Request], sel client.ListOption, wants func(*corev1.Node) bool, priority int) error {
-	var nodes corev1.NodeList
-	// The cached objects are only read: they need no copy.
-	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
-	if sel != nil {
-		opts = append(opts, sel)
+// enqueueChange adds to q the Nodes of nodes that ch concerns and wants accepts (see
+// ChangeSource).
+func enqueueChange(q workqueue.TypedRateLimitingInterface[reconcile.Request], nodes toolscache.Indexer, ch inventory.Change, wants func(*corev1.Node) bool) error {
+	var errs []error
+	add := func(index, value string, match func(*corev1.Node) bool) {
+		errs = append(errs, enqueue(q, nodes, index, value, match, 0))
 	}
-	if err := c.List(ctx, &nodes, opts...); err != nil {
-		return err
+	switch ch.Kind {
+	case inventory.VMChanged:
+		add(IndexVM, vmBucket(ch.ID), func(n *corev1.Node) bool {
+			_, vm, err := node.ParseProviderID(n.Spec.ProviderID)
+			return err == nil && vm == ch.ID && wants(n)
+		})
+		add(IndexUnresolved, "true", wants)
+	case inventory.HostChanged:
+		add(IndexHost, ch.ID, wants)
+	case inventory.PoolChanged:
+		// A pool that settles can make a name or address match trusted.
+		add(IndexPool, ch.ID, wants)
+		add(IndexUnresolved, "true", wants)
+	}
+	return errors.Join(errs...)
+}
+
+// enqueue adds to q the Nodes of nodes whose index holds value (all when index is "") and
+// that match accepts, with the given priority when q is controller-runtime's priority queue.
+// The Nodes are the informer's own: read, never changed.
+func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], nodes toolscache.Indexer, index, value string, match func(*corev1.Node) bool, priority int) error {
+	var objs []any
+	if index == "" {
+		objs = nodes.List()
+	} else {
+		var err error
+		if objs, err = nodes.ByIndex(index, value); err != nil {
+			return err
+		}
 	}
 	pq, prioritized := q.(priorityqueue.PriorityQueue[reconcile.Request])
-	for i := range nodes.Items {
-		if !wants(&nodes.Items[i]) {
+	for _, obj := range objs {
+		n, ok := obj.(*corev1.Node)
+		if !ok || !match(n) {
 			continue
 		}
-		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}}
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}}
 		if prioritized && priority != 0 {
 			pq.AddWithOpts(priorityqueue.AddOpts{Priority: &priority}, req)
 		} else {
