@@ -13,7 +13,7 @@ func vmID(v *VM) string { return v.ID }
 
 func TestDecodeNDJSON(t *testing.T) {
 	in := strings.Join([]string{
-		`{"id":"a","name_label":"one","power_state":"Running","CPUs":{"max":2,"number":2},"memory":{"dynamic":[1,2],"static":[1,2],"size":2},"tags":["x"],"addresses":{"0/ipv4/0":"10.0.0.1"},"mainIpAddress":"10.0.0.1","$pool":"p","$container":"h","href":"/rest/v0/vms/a"}`,
+		`{"id":"a","name_label":"one","power_state":"Running","CPUs":{"max":2,"number":2},"memory":{"dynamic":[1,2],"static":[3],"size":2},"tags":["x"],"addresses":{"0/ipv4/0":"10.0.0.1"},"mainIpAddress":"10.0.0.1","$pool":"p","$container":"h","href":"/rest/v0/vms/a"}`,
 		`{"id":"b","name_label":null,"CPUs":null,"memory":null,"tags":null,"addresses":null,"extra":{"nested":[1,2,3]}}`,
 		`{"id":"a","name_label":"duplicate"}`,
 		`{"name_label":"no id"}`,
@@ -27,7 +27,7 @@ func TestDecodeNDJSON(t *testing.T) {
 	if n != 2 || len(got) != 2 {
 		t.Fatalf("decoded %d (%d distinct), want 2", len(got), n)
 	}
-	if got[0].NameLabel != "one" || got[0].CPUs.Max != 2 || got[0].Memory.Dynamic[1] != 2 || !slices.Equal(got[0].Addresses, Addresses{{Key: "0/ipv4/0", IP: "10.0.0.1"}}) {
+	if got[0].NameLabel != "one" || got[0].CPUs.Max != 2 || got[0].Memory != (Memory{Dynamic: [2]int64{1, 2}, Static: [2]int64{3, 0}, Size: 2}) || !slices.Equal(got[0].Addresses, Addresses{{Key: "0/ipv4/0", IP: "10.0.0.1"}}) {
 		t.Fatalf("first VM decoded wrong: %+v", got[0])
 	}
 	if got[1].NameLabel != "" || got[1].Tags != nil {

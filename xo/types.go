@@ -40,10 +40,12 @@ type CPUs struct {
 	Number int `json:"number"`
 }
 
-// Memory is a VM's memory settings in bytes. Dynamic and Static are [min, max] pairs.
+// Memory is a VM's memory settings in bytes. Dynamic and Static are [min, max] pairs: arrays,
+// not slices, so that a VM holds them without two allocations of their own (a pair shorter in
+// XO's answer leaves zeros; a longer one, which XO never sends, is cut to two).
 type Memory struct {
-	Dynamic []int64 `json:"dynamic"`
-	Static  []int64 `json:"static"`
+	Dynamic [2]int64 `json:"dynamic"`
+	Static  [2]int64 `json:"static"`
 	Size    int64   `json:"size"`
 }
 

@@ -10,8 +10,7 @@ import (
 func vmEqual(a, b *xo.VM) bool {
 	return a.ID == b.ID && a.NameLabel == b.NameLabel && a.PowerState == b.PowerState &&
 		a.PoolID == b.PoolID && a.Container == b.Container && a.CPUs == b.CPUs &&
-		a.Memory.Size == b.Memory.Size && slices.Equal(a.Memory.Dynamic, b.Memory.Dynamic) &&
-		slices.Equal(a.Memory.Static, b.Memory.Static) && slices.Equal(a.Tags, b.Tags) &&
+		a.Memory == b.Memory && slices.Equal(a.Tags, b.Tags) &&
 		slices.Equal(a.Addresses, b.Addresses) && a.MainIPAddress == b.MainIPAddress
 }
 

@@ -122,10 +122,10 @@ func InstanceType(vm *xo.VM) string {
 
 // memoryBytes picks the memory figure of InstanceType.
 func memoryBytes(m xo.Memory) int64 {
-	if len(m.Dynamic) >= 2 && m.Dynamic[1] > 0 {
+	if m.Dynamic[1] > 0 {
 		return m.Dynamic[1]
 	}
-	if len(m.Static) >= 2 && m.Static[1] > 0 {
+	if m.Static[1] > 0 {
 		return m.Static[1]
 	}
 	return m.Size

@@ -24,17 +24,17 @@ func TestInstanceType(t *testing.T) {
 		want string
 	}{
 		{"nil", nil, ""},
-		{"1 GiB dynamic", &xo.VM{CPUs: xo.CPUs{Max: 2, Number: 1}, Memory: xo.Memory{Dynamic: []int64{gb / 2, gb}, Static: []int64{gb / 2, 4 * gb}, Size: 3 * gb}}, "2vCPU-1GB"},
-		{"512 MiB", &xo.VM{CPUs: xo.CPUs{Max: 1}, Memory: xo.Memory{Dynamic: []int64{512 * mib, 512 * mib}}}, "1vCPU-0.5GB"},
-		{"1.5 GiB", &xo.VM{CPUs: xo.CPUs{Max: 4}, Memory: xo.Memory{Dynamic: []int64{0, 1536 * mib}}}, "4vCPU-1.5GB"},
-		{"1000 MiB", &xo.VM{CPUs: xo.CPUs{Max: 2}, Memory: xo.Memory{Dynamic: []int64{0, 1000 * mib}}}, "2vCPU-0.98GB"},
-		{"1.05 GiB", &xo.VM{CPUs: xo.CPUs{Max: 2}, Memory: xo.Memory{Dynamic: []int64{0, gb + gb/20 + 1}}}, "2vCPU-1.05GB"},
-		{"just under 2 GiB rounds up", &xo.VM{CPUs: xo.CPUs{Max: 2}, Memory: xo.Memory{Dynamic: []int64{0, 2*gb - 1}}}, "2vCPU-2GB"},
+		{"1 GiB dynamic", &xo.VM{CPUs: xo.CPUs{Max: 2, Number: 1}, Memory: xo.Memory{Dynamic: [2]int64{gb / 2, gb}, Static: [2]int64{gb / 2, 4 * gb}, Size: 3 * gb}}, "2vCPU-1GB"},
+		{"512 MiB", &xo.VM{CPUs: xo.CPUs{Max: 1}, Memory: xo.Memory{Dynamic: [2]int64{512 * mib, 512 * mib}}}, "1vCPU-0.5GB"},
+		{"1.5 GiB", &xo.VM{CPUs: xo.CPUs{Max: 4}, Memory: xo.Memory{Dynamic: [2]int64{0, 1536 * mib}}}, "4vCPU-1.5GB"},
+		{"1000 MiB", &xo.VM{CPUs: xo.CPUs{Max: 2}, Memory: xo.Memory{Dynamic: [2]int64{0, 1000 * mib}}}, "2vCPU-0.98GB"},
+		{"1.05 GiB", &xo.VM{CPUs: xo.CPUs{Max: 2}, Memory: xo.Memory{Dynamic: [2]int64{0, gb + gb/20 + 1}}}, "2vCPU-1.05GB"},
+		{"just under 2 GiB rounds up", &xo.VM{CPUs: xo.CPUs{Max: 2}, Memory: xo.Memory{Dynamic: [2]int64{0, 2*gb - 1}}}, "2vCPU-2GB"},
 		{"6 MiB", &xo.VM{CPUs: xo.CPUs{Max: 1}, Memory: xo.Memory{Size: 6 * mib}}, "1vCPU-0.01GB"},
 		{"1 MiB rounds to nothing", &xo.VM{CPUs: xo.CPUs{Max: 1}, Memory: xo.Memory{Size: mib}}, ""},
-		{"static when no dynamic", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Static: []int64{gb, 16 * gb}, Size: 3 * gb}}, "8vCPU-16GB"},
-		{"static when dynamic is zero", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Dynamic: []int64{0, 0}, Static: []int64{gb, 16 * gb}}}, "8vCPU-16GB"},
-		{"static when dynamic is short", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Dynamic: []int64{gb}, Static: []int64{gb, 16 * gb}}}, "8vCPU-16GB"},
+		{"static when no dynamic", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Static: [2]int64{gb, 16 * gb}, Size: 3 * gb}}, "8vCPU-16GB"},
+		{"static when dynamic is zero", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Dynamic: [2]int64{0, 0}, Static: [2]int64{gb, 16 * gb}}}, "8vCPU-16GB"},
+		{"static when dynamic is short", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Dynamic: [2]int64{gb}, Static: [2]int64{gb, 16 * gb}}}, "8vCPU-16GB"},
 		{"size as last resort", &xo.VM{CPUs: xo.CPUs{Max: 8}, Memory: xo.Memory{Size: 3 * gb}}, "8vCPU-3GB"},
 		{"CPUs.number when max is 0", &xo.VM{CPUs: xo.CPUs{Number: 3}, Memory: xo.Memory{Size: gb}}, "3vCPU-1GB"},
 		{"no CPUs", &xo.VM{Memory: xo.Memory{Size: gb}}, ""},
@@ -127,7 +127,7 @@ func runningVM() *xo.VM {
 		ID: vmUUID, NameLabel: "k8s-worker-1", PowerState: xo.PowerStateRunning,
 		PoolID: poolA, Container: hostA,
 		CPUs:   xo.CPUs{Max: 4, Number: 4},
-		Memory: xo.Memory{Dynamic: []int64{8 * gb, 8 * gb}, Static: []int64{2 * gb, 8 * gb}, Size: 8 * gb},
+		Memory: xo.Memory{Dynamic: [2]int64{8 * gb, 8 * gb}, Static: [2]int64{2 * gb, 8 * gb}, Size: 8 * gb},
 	}
 }
 
