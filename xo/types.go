@@ -46,7 +46,7 @@ type CPUs struct {
 type Memory struct {
 	Dynamic [2]int64 `json:"dynamic"`
 	Static  [2]int64 `json:"static"`
-	Size    int64   `json:"size"`
+	Size    int64    `json:"size"`
 }
 
 // Host is the part of an XO host object the controller uses.
