@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,12 @@ func main() {
 	if *showVersion {
 		fmt.Println(app.Version())
 		return
+	}
+	if !o.Profiling {
+		// Heap profiling samples an allocation every 512 KiB and keeps a record of each sampled
+		// call stack for the life of the process (about 1 MiB with 5,000 Nodes); only the
+		// profiles --profiling serves read them.
+		runtime.MemProfileRate = 0
 	}
 	// What can be checked without a cluster comes first, flags then the XO config, so that a
 	// mistake there is reported plainly before any attempt to find a kubeconfig.
