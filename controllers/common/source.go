@@ -49,9 +49,9 @@ func vmBucket(vm string) string { return vm[:min(2, len(vm))] }
 
 // SetupIndexes registers on the Node informer the indexes the change source reads.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}, cache.BlockUntilSynced(false))
+	inf, err := nodeInformer(ctx, mgr)
 	if err != nil {
-		return fmt.Errorf("index nodes: %w", err)
+		return err
 	}
 	if err := inf.AddIndexers(nodeIndexers()); err != nil {
 		return fmt.Errorf("index nodes: %w", err)
@@ -96,11 +96,11 @@ func nodeIndex(value func(*corev1.Node) string) toolscache.IndexFunc {
 	}
 }
 
-// nodeStore returns the store of mgr's Node informer. The sources read it in place: they
-// need only names, and a List through the client copies every Node it returns (4 MB for the
-// 5,000 Nodes of a pool or a periodic look).
-func nodeStore(mgr ctrl.Manager) (toolscache.Indexer, error) {
-	inf, err := mgr.GetCache().GetInformer(context.Background(), &corev1.Node{}, cache.BlockUntilSynced(false))
+// nodeInformer returns mgr's Node informer as client-go's, for its indexes and its store. The
+// sources read the store in place: they need only names, and a List through the client copies
+// every Node it returns (4 MB for the 5,000 Nodes of a pool or a periodic look).
+func nodeInformer(ctx context.Context, mgr ctrl.Manager) (toolscache.SharedIndexInformer, error) {
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("get the Node informer: %w", err)
 	}
@@ -108,7 +108,7 @@ func nodeStore(mgr ctrl.Manager) (toolscache.Indexer, error) {
 	if !ok {
 		return nil, fmt.Errorf("the Node informer is a %T, not a client-go SharedIndexInformer", inf)
 	}
-	return sii.GetIndexer(), nil
+	return sii, nil
 }
 
 // NodeController is what sets one Node controller apart from the others (SetupNodeController).
@@ -134,10 +134,11 @@ type NodeController struct {
 // (ChangeSource), and, when o.Resync is set, the periodic look at every one of them
 // (ResyncSource).
 func SetupNodeController(mgr ctrl.Manager, o NodeController, r reconcile.Reconciler) error {
-	nodes, err := nodeStore(mgr)
+	inf, err := nodeInformer(context.Background(), mgr)
 	if err != nil {
 		return err
 	}
+	nodes := inf.GetIndexer()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(o.Name).
 		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
