@@ -140,6 +140,12 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 	if err := mgr.AddReadyzCheck("xo-inventory", func(*http.Request) error { return estate.ReadyCheck(nil) }); err != nil {
 		return err
 	}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		releaseHeap(ctx, ctrl.Log.WithName("memory"), releaseEvery)
+		return nil
+	})); err != nil {
+		return err
+	}
 
 	labels := node.LabelOptions{
 		Region: cfg.Topology.Region, Zone: cfg.Topology.Zone,

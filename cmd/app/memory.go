@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Release of the heap a burst leaves behind.
+//
+// A burst (the start-up look at every Node, the wave when pools turn trusted, thousands of
+// Nodes created at once) grows the heap to the GC's goal, 1.5 times the live data (GOGC=50).
+// Once the process is at rest the heap stays there: it allocates too little to reach the goal,
+// so no collection frees the burst's garbage until the runtime forces one (every 2 minutes),
+// and the runtime's scavenger returns to the OS only what exceeds the goal, so the pages that
+// collection frees stay resident for reuse. With 5,000 Nodes that is about 10 MiB, an eighth of
+// the resident set, held for nothing until the next burst.
+//
+// heapReleaser looks every releaseEvery; when the process allocated less than quietAlloc since
+// the last look and the heap holds more than the larger of releaseMin and a quarter of the live
+// data beyond the live data, it collects and returns the free pages (debug.FreeOSMemory: one
+// full collection, which the quiet process has time for). The peak during a burst is unchanged;
+// what the process keeps at rest is the live data and what it allocates between collections.
+// Nothing in client-go, controller-runtime or the runtime does this (the runtime's own knobs,
+// GOGC and GOMEMLIMIT, bound the heap during the burst as well, at a CPU cost there).
+const (
+	releaseEvery = 5 * time.Second
+	quietAlloc   = 2 << 20
+	releaseMin   = 8 << 20
+)
+
+// heapSamples are the runtime/metrics heapReleaser reads.
+var heapSamples = []string{
+	"/gc/heap/allocs:bytes",              // allocated since start
+	"/gc/heap/live:bytes",                // live data at the last collection
+	"/memory/classes/heap/objects:bytes", // objects, live or not yet collected
+	"/memory/classes/heap/unused:bytes",  // free space in spans holding objects
+	"/memory/classes/heap/free:bytes",    // free pages not returned to the OS
+}
+
+// heapState is one reading of heapSamples.
+type heapState struct {
+	allocs, live, objects, unused, free uint64
+}
+
+// newHeapSamples returns the samples readHeap fills.
+func newHeapSamples() []metrics.Sample {
+	s := make([]metrics.Sample, len(heapSamples))
+	for i, name := range heapSamples {
+		s[i].Name = name
+	}
+	return s
+}
+
+func readHeap(s []metrics.Sample) heapState {
+	metrics.Read(s)
+	return heapState{
+		allocs: s[0].Value.Uint64(), live: s[1].Value.Uint64(),
+		objects: s[2].Value.Uint64(), unused: s[3].Value.Uint64(), free: s[4].Value.Uint64(),
+	}
+}
+
+// excess is the resident heap beyond the live data.
+func (h heapState) excess() uint64 {
+	held := h.objects + h.unused + h.free
+	if held < h.live {
+		return 0
+	}
+	return held - h.live
+}
+
+// shouldRelease reports whether, from prev to now, the process was quiet and holds enough
+// heap beyond its live data to be worth a collection.
+func shouldRelease(prev, now heapState) bool {
+	return now.allocs-prev.allocs < quietAlloc && now.excess() > max(releaseMin, now.live/4)
+}
+
+// releaseHeap runs heapReleaser until ctx ends, looking every period.
+func releaseHeap(ctx context.Context, log logr.Logger, period time.Duration) {
+	samples := newHeapSamples()
+	prev := readHeap(samples)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := readHeap(samples)
+		if shouldRelease(prev, now) {
+			debug.FreeOSMemory()
+			after := readHeap(samples)
+			log.V(1).Info("Returned the heap of a burst to the OS", "excessBefore", now.excess(), "excessAfter", after.excess(), "live", after.live)
+			now = after
+		}
+		prev = now
+	}
+}
