@@ -5,18 +5,18 @@
 #
 #   hack/testbin.sh              build what is missing, print the directory holding the binaries
 #   hack/testbin.sh NAME...      the same for these binaries only
-#   hack/testbin.sh --demo       etcd and kube-apiserver, then the demo command as bin/demo
+#   hack/testbin.sh --demo       etcd and kube-apiserver if missing, and the demo command as bin/demo
 #   hack/testbin.sh --path       print the directory only (no build)
 #
-# A cold build is mostly compilation (on 2 cores: 10 min 22 s for etcd and kube-apiserver, see
-# BENCHMARKS.md, "Cold start"), so this script compiles each package once: etcd and the
-# Kubernetes binaries are built by one `go build` in one module graph (etcd's requirements raise
-# a few of kube-apiserver's to patch or minor versions above Kubernetes' own pins), and the demo
-# is built with that graph's versions of the modules it shares with it and the same flags, so it
-# reuses the compiled client-go, api and apimachinery instead of compiling them again (it then
-# builds in 1 min). Modules download 16 at a time while the standard library compiles. helm, a module
-# graph of its own, builds alongside. While anything builds, a line every 15 s says what and for
-# how long.
+# A cold build is mostly compilation (on 2 cores, about 10 minutes for etcd and kube-apiserver,
+# see BENCHMARKS.md, "Cold start"), so this script compiles each package once: etcd, the
+# Kubernetes binaries and the demo are built by one `go build` in one module graph (this
+# repository's go.mod with Kubernetes' and etcd's requirements, every module they use pinned to
+# its version in their own graph: setup_build), so that the demo's client-go, api and
+# apimachinery are theirs, and its own packages and link fill the cores while the last of the
+# API server's compile. Modules download 16 at a time while the standard library compiles.
+# helm, a module graph of its own, builds alongside. While anything builds, a line every 15 s
+# says what and for how long.
 #
 # Environment: TESTBIN_DIR (cache root, default ~/.cache/xenorchestra-ccm/testbin),
 # TESTBIN_NO_KUBELET=1 to leave the kubelet out when no NAME is given (only the kubelet
@@ -95,25 +95,56 @@ setup_k8s() {
   go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION" -require "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
 }
 
-# build_k8s NAME...: etcd, kube-apiserver, kubectl and/or kubelet in one `go build`.
-build_k8s() {
+# gobuild runs go build with one more compile at a time than there are cores, each compiler
+# single-threaded (GOMAXPROCS=1, which the go command passes on to the compiler and linker): on 2
+# cores the compilers' system time (page faults of their fresh heaps) fell by a fifth and
+# client-go's informers compiled in 146 s instead of 173 s (BENCHMARKS.md, "Cold start").
+gobuild() { GOMAXPROCS=1 go build -p $(($(nproc) + 1)) "$@"; }
+
+# setup_build writes $build_mod, the module file of every build here but helm's: the
+# repository's go.mod, requiring Kubernetes and etcd, with every module of their graph replaced
+# by its version there. So etcd and the Kubernetes binaries build with exactly their own graph's
+# versions, and the demo, a package of this repository, builds in the same `go build` with those
+# versions of the modules it shares with them (client-go, api, apimachinery: compiled once).
+build_mod="$k8s_src/build.mod"
+setup_build() {
   setup_k8s
+  local sum=${build_mod%.mod}.sum edits=() m v
+  cp "$repo/go.mod" "$build_mod"
+  touch "$sum"
+  LC_ALL=C sort -u "$repo/go.sum" "$sum" -o "$sum"
+  edits=(-require "k8s.io/kubernetes@v$K8S_VERSION" -require "go.etcd.io/etcd/server/v3@v$ETCD_VERSION")
+  while read -r m v; do edits+=("-replace=$m=$m@$v"); done < <(
+    cd "$k8s_src" && go list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all)
+  go mod edit -modfile="$build_mod" "${edits[@]}"
+}
+
+# build NAME...: etcd, kube-apiserver, kubectl, kubelet and/or demo (hack/demo, as
+# $repo/bin/demo) in one `go build`, each package compiled once.
+build() {
   local pkgs=() b
   for b in "$@"; do
-    if [[ $b == etcd ]]; then pkgs+=("go.etcd.io/etcd/server/v3"); else pkgs+=("k8s.io/kubernetes/cmd/$b"); fi
+    case $b in
+      etcd) pkgs+=("go.etcd.io/etcd/server/v3") ;;
+      demo) pkgs+=("./hack/demo") ;;
+      *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+    esac
   done
   # go build downloads as many modules at once as GOMAXPROCS (2 here): 16 at a time halve the
   # downloads, during which the standard library compiles.
-  GOMAXPROCS=16 go list -deps "${pkgs[@]}" >/dev/null &
-  local list=$!
-  go build -gcflags="$gcflags" std
-  wait $list
+  gobuild -gcflags="$gcflags" std &
+  local std=$!
+  setup_build
+  cd "$repo"
+  GOMAXPROCS=16 go list -modfile="$build_mod" -deps "${pkgs[@]}" >/dev/null
+  wait $std
   local ver="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
   ver+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
   # With -o naming a directory, go build writes each command there under its own name; etcd's
   # is server, the element before /v3.
-  go build -gcflags="$gcflags" -ldflags "-s -w $ver" -o "$bin/" "${pkgs[@]}"
+  gobuild -modfile="$build_mod" -gcflags="$gcflags" -ldflags "-s -w $ver" -o "$bin/" "${pkgs[@]}"
   if [[ " $* " == *" etcd "* ]]; then mv "$bin/server" "$bin/etcd"; fi
+  if [[ " $* " == *" demo "* ]]; then mkdir -p "$repo/bin" && mv "$bin/demo" "$repo/bin/demo"; fi
 }
 
 build_helm() {
@@ -129,30 +160,7 @@ build_helm() {
   local ld="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
   ld+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
   ld+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor"
-  go build -gcflags="$gcflags" -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
-}
-
-# build_demo builds hack/demo as bin/demo with the Kubernetes graph's versions of the modules
-# both use (a copy of go.mod with replaces; the repository's go.mod is left alone), so that it
-# compiles little more than controller-runtime and this repository. Should these versions not
-# build it, it builds with its own.
-build_demo() {
-  setup_k8s
-  local tmp
-  tmp=$(mktemp -d)
-  cp "$repo/go.mod" "$repo/go.sum" "$tmp/"
-  cd "$repo"
-  local edits=() m v
-  while read -r m v; do edits+=("-replace=$m=$m@$v"); done < <(
-    LC_ALL=C join <(go list -modfile="$tmp/go.mod" -m -f '{{.Path}}' all | LC_ALL=C sort) \
-      <(cd "$k8s_src" && go list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all | LC_ALL=C sort))
-  go mod edit -modfile="$tmp/go.mod" "${edits[@]}"
-  mkdir -p "$repo/bin"
-  if ! go build -modfile="$tmp/go.mod" -gcflags="$gcflags" -ldflags "-s -w" -o "$repo/bin/demo" ./hack/demo; then
-    log "the demo did not build with the Kubernetes module versions; building it with its own"
-    GOFLAGS= go build -gcflags="$gcflags" -ldflags "-s -w" -o "$repo/bin/demo" ./hack/demo
-  fi
-  rm -rf "$tmp"
+  gobuild -gcflags="$gcflags" -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
 }
 
 # What is missing.
@@ -206,12 +214,10 @@ wait_all() {
 
 if ((${#k8s[@]})); then
   log "${k8s[*]}: cold, about 10 minutes on 2 cores and 2 GB of memory"
-  start "${k8s[*]} (Kubernetes v$K8S_VERSION, etcd v$ETCD_VERSION)" build_k8s "${k8s[@]}"
 fi
+# The demo builds every time (it is this repository's code), with what is missing.
+if ((demo)); then k8s+=(demo); fi
+if ((${#k8s[@]})); then start "${k8s[*]} (Kubernetes v$K8S_VERSION, etcd v$ETCD_VERSION)" build "${k8s[@]}"; fi
 if ((helm)); then start "helm v$HELM_VERSION" build_helm; fi
 wait_all
-if ((demo)); then
-  start "the demo (bin/demo)" build_demo
-  wait_all
-fi
 echo "$bin"
