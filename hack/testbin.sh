@@ -95,12 +95,6 @@ setup_k8s() {
   go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION" -require "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
 }
 
-# gobuild runs go build with one more compile at a time than there are cores, each compiler
-# single-threaded (GOMAXPROCS=1, which the go command passes on to the compiler and linker): on 2
-# cores the compilers' system time (page faults of their fresh heaps) fell by a fifth and
-# client-go's informers compiled in 146 s instead of 173 s (BENCHMARKS.md, "Cold start").
-gobuild() { GOMAXPROCS=1 go build -p $(($(nproc) + 1)) "$@"; }
-
 # setup_build writes $build_mod, the module file of every build here but helm's: the
 # repository's go.mod, requiring Kubernetes and etcd, with every module of their graph replaced
 # by its version there. So etcd and the Kubernetes binaries build with exactly their own graph's
@@ -132,7 +126,7 @@ build() {
   done
   # go build downloads as many modules at once as GOMAXPROCS (2 here): 16 at a time halve the
   # downloads, during which the standard library compiles.
-  gobuild -gcflags="$gcflags" std &
+  go build -gcflags="$gcflags" std &
   local std=$!
   setup_build
   cd "$repo"
@@ -142,7 +136,7 @@ build() {
   ver+=" -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
   # With -o naming a directory, go build writes each command there under its own name; etcd's
   # is server, the element before /v3.
-  gobuild -modfile="$build_mod" -gcflags="$gcflags" -ldflags "-s -w $ver" -o "$bin/" "${pkgs[@]}"
+  go build -modfile="$build_mod" -gcflags="$gcflags" -ldflags "-s -w $ver" -o "$bin/" "${pkgs[@]}"
   if [[ " $* " == *" etcd "* ]]; then mv "$bin/server" "$bin/etcd"; fi
   if [[ " $* " == *" demo "* ]]; then mkdir -p "$repo/bin" && mv "$bin/demo" "$repo/bin/demo"; fi
 }
@@ -160,7 +154,7 @@ build_helm() {
   local ld="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
   ld+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
   ld+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor"
-  gobuild -gcflags="$gcflags" -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
+  go build -gcflags="$gcflags" -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
 }
 
 # What is missing.
