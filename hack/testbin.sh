@@ -8,7 +8,7 @@
 #   hack/testbin.sh --demo       etcd and kube-apiserver if missing, and the demo command as bin/demo
 #   hack/testbin.sh --path       print the directory only (no build)
 #
-# A cold build is mostly compilation (on 2 cores, about 10 minutes for etcd and kube-apiserver,
+# A cold build is mostly compilation (on 2 cores, about 11 minutes for etcd and kube-apiserver,
 # see BENCHMARKS.md, "Cold start"), so this script compiles each package once: etcd, the
 # Kubernetes binaries and the demo are built by one `go build` in one module graph (this
 # repository's go.mod with Kubernetes' and etcd's requirements, every module they use pinned to
@@ -207,7 +207,7 @@ wait_all() {
 }
 
 if ((${#k8s[@]})); then
-  log "${k8s[*]}: cold, about 10 minutes on 2 cores and 2 GB of memory"
+  log "${k8s[*]}: cold, about 11 minutes on 2 cores and 2 GB of memory"
 fi
 # The demo builds every time (it is this repository's code), with what is missing.
 if ((demo)); then k8s+=(demo); fi

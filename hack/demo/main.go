@@ -240,6 +240,9 @@ func run(ctx context.Context) error {
 		}
 	}
 	fmt.Printf("after 5 s: %d of %d Nodes of the lost pool kept (the upstream controller deletes them all)\n", kept, len(inPool))
+	if kept != len(inPool) {
+		return fmt.Errorf("%d Nodes of the lost pool deleted", len(inPool)-kept)
+	}
 	if err := printNodes(ctx, c); err != nil {
 		return err
 	}
