@@ -19,7 +19,7 @@ import (
 // collection frees stay resident for reuse. With 5,000 Nodes that is about 10 MiB, an eighth of
 // the resident set, held for nothing until the next burst.
 //
-// heapReleaser looks every releaseEvery; when the process allocated less than quietAlloc since
+// releaseHeap looks every releaseEvery; when the process allocated less than quietAlloc since
 // the last look and the heap holds more than the larger of releaseMin and a quarter of the live
 // data beyond the live data, it collects and returns the free pages (debug.FreeOSMemory: one
 // full collection, which the quiet process has time for). The peak during a burst is unchanged;
@@ -32,7 +32,7 @@ const (
 	releaseMin   = 8 << 20
 )
 
-// heapSamples are the runtime/metrics heapReleaser reads.
+// heapSamples are the runtime/metrics releaseHeap reads.
 var heapSamples = []string{
 	"/gc/heap/allocs:bytes",              // allocated since start
 	"/gc/heap/live:bytes",                // live data at the last collection
@@ -55,6 +55,7 @@ func newHeapSamples() []metrics.Sample {
 	return s
 }
 
+// readHeap reads s (from newHeapSamples).
 func readHeap(s []metrics.Sample) heapState {
 	metrics.Read(s)
 	return heapState{
@@ -78,7 +79,8 @@ func shouldRelease(prev, now heapState) bool {
 	return now.allocs-prev.allocs < quietAlloc && now.excess() > max(releaseMin, now.live/4)
 }
 
-// releaseHeap runs heapReleaser until ctx ends, looking every period.
+// releaseHeap returns the heap of bursts to the OS (see above) until ctx ends, looking every
+// period.
 func releaseHeap(ctx context.Context, log logr.Logger, period time.Duration) {
 	samples := newHeapSamples()
 	prev := readHeap(samples)
