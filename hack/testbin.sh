@@ -124,11 +124,15 @@ build() {
       *) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
     esac
   done
-  # go build downloads as many modules at once as GOMAXPROCS (2 here): 16 at a time halve the
-  # downloads, during which the standard library compiles.
-  go build -gcflags="$gcflags" std &
+  # While the modules download, the standard library packages that every build here uses compile:
+  # net/http and the rest of these roots import 204 packages, all needed, where std is 360 (35 s
+  # against 50 s on 2 cores, and the build waits for it).
+  go build -gcflags="$gcflags" net/http net/http/pprof encoding/json text/template html/template \
+    os/exec regexp compress/gzip archive/tar go/ast &
   local std=$!
-  setup_build
+  # The go command fetches as many modules at once as GOMAXPROCS (2 here); 16 at a time take the
+  # module graph's go.mod files in 1.6 s instead of 10.5 s, and halve the downloads.
+  GOMAXPROCS=16 setup_build
   cd "$repo"
   GOMAXPROCS=16 go list -modfile="$build_mod" -deps "${pkgs[@]}" >/dev/null
   wait $std
