@@ -8,15 +8,15 @@
 #   hack/testbin.sh --demo       etcd and kube-apiserver if missing, and the demo command as bin/demo
 #   hack/testbin.sh --path       print the directory only (no build)
 #
-# A cold build is mostly compilation (on 2 cores, about 11 minutes for etcd and kube-apiserver,
-# see BENCHMARKS.md, "Cold start"), so this script compiles each package once: etcd, the
-# Kubernetes binaries and the demo are built by one `go build` in one module graph (this
-# repository's go.mod with Kubernetes' and etcd's requirements, every module they use pinned to
-# its version in their own graph: setup_build), so that the demo's client-go, api and
+# A cold build is mostly compilation (on 2 cores, about 10 and a half minutes for etcd and
+# kube-apiserver, see BENCHMARKS.md, "Cold start"), so this script compiles each package once:
+# etcd, the Kubernetes binaries and the demo are built by one `go build` in one module graph
+# (this repository's go.mod with Kubernetes' and etcd's requirements, every module they use
+# pinned to its version in their own graph: setup_build), so that the demo's client-go, api and
 # apimachinery are theirs, and its own packages and link fill the cores while the last of the
-# API server's compile. Modules download 16 at a time while the standard library compiles.
-# helm, a module graph of its own, builds alongside. While anything builds, a line every 15 s
-# says what and for how long.
+# API server's compile. Modules download 16 at a time while the standard library packages that
+# every build uses compile. helm, a module graph of its own, builds alongside. While anything
+# builds, a line every 15 s says what and for how long.
 #
 # Environment: TESTBIN_DIR (cache root, default ~/.cache/xenorchestra-ccm/testbin),
 # TESTBIN_NO_KUBELET=1 to leave the kubelet out when no NAME is given (only the kubelet
@@ -211,7 +211,7 @@ wait_all() {
 }
 
 if ((${#k8s[@]})); then
-  log "${k8s[*]}: cold, about 11 minutes on 2 cores and 2 GB of memory"
+  log "${k8s[*]}: not built yet; compiling from source takes minutes and up to 2 GB of memory (2 cores, cold: etcd and kube-apiserver about 10 and a half, kubectl and kubelet 6 more)"
 fi
 # The demo builds every time (it is this repository's code), with what is missing.
 if ((demo)); then k8s+=(demo); fi
