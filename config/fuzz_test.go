@@ -52,6 +52,8 @@ func FuzzLoad(f *testing.F) {
 		"clusters:\n- {url: https://a.example.com, token: @T@, pools: [p, @T@], region: @T@}\n- url: https://b.example.com\n  tokenFile: /tok\n  name: @T@\n",
 		"clusters: &c [{url: https://a, token: @T@}, *c]\ntopology: {region: server, zone: @T@}\nnodes: {ignoreSelector: \"@T@ in (\"}\n",
 		"inventory: {settleTime: @T@}\nclusters: []\nurl: https://x\n",
+		"tokEn: @T@\nx: {Password: [@T@]}\nrequestTimeout: @T@\n",
+		"clusters: [{url: https://a, token: t0k}]\ntoken: @T@\ntokenfile: tok\nrequestTimeout: @T@\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -62,25 +64,31 @@ func FuzzLoad(f *testing.F) {
 		cfg, err := load(doc, "/cfg", envOf(EnvToken, fuzzSecret), fuzzReadFile)
 		checkLoadResult(t, cfg, err, true)
 
-		// From the file alone: the secret must not leak when the file makes it a token.
-		cfg, err = load(doc, "/cfg", nil, fuzzReadFile)
-		checkLoadResult(t, cfg, err, isToken(doc))
+		// From the file alone: the secret must not leak when the file makes it a token, or the
+		// loader read it from the token file.
+		read := false
+		cfg, err = load(doc, "/cfg", nil, func(name string) ([]byte, error) {
+			b, err := fuzzReadFile(name)
+			read = read || err == nil
+			return b, err
+		})
+		checkLoadResult(t, cfg, err, read || isToken(doc))
 	})
 }
 
-// isToken reports whether doc makes fuzzSecret a token or password (single form or clusters
-// entry), as the loader understands it.
+// isToken reports whether doc gives fuzzSecret as a token or password (single form or
+// clusters entry), under its key in any case: the loader also redacts values under keys spelt
+// like them.
 func isToken(doc []byte) bool {
 	var m struct {
-		Token, Password, TokenFile string
-		Clusters                   []struct{ Token, TokenFile string }
+		Token, Password string
+		Clusters        []struct{ Token string }
 	}
-	// Lax: a doc the loader refuses may still set the token.
+	// Lax, and matching keys in any case: a doc the loader refuses may still set the token.
 	_ = yaml.Unmarshal(doc, &m)
-	is := func(tok, tf string) bool { return tok == fuzzSecret || tf == "tok" || tf == "/tok" }
-	found := is(m.Token, m.TokenFile) || m.Password == fuzzSecret
+	found := m.Token == fuzzSecret || m.Password == fuzzSecret
 	for _, c := range m.Clusters {
-		found = found || is(c.Token, c.TokenFile)
+		found = found || c.Token == fuzzSecret
 	}
 	return found
 }

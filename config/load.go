@@ -169,9 +169,13 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 			errs = append(errs, e)
 		}
 	}
+	// From the file, XOA_TOKEN or a token file; the top-level token also when clusters make it
+	// a mistake; and what unknown keys hold.
+	secrets = append(secrets, string(f.Token))
 	for _, cl := range c.Clusters {
-		secrets = append(secrets, string(cl.Token)) // from the file, XOA_TOKEN or a token file
+		secrets = append(secrets, string(cl.Token))
 	}
+	secrets = append(secrets, d.unread...)
 	redact(errs, redactor(secrets))
 	if n := len(errs) - maxProblems; n > 0 {
 		errs = append(errs[:maxProblems], &field.Error{Type: field.ErrorTypeTooMany, Field: "...", BadValue: field.OmitValueType{},
@@ -298,7 +302,9 @@ const maxValues = 10_000
 type decoder struct {
 	errs field.ErrorList
 	// set holds the paths of the keys set to something other than null.
-	set    map[string]bool
+	set map[string]bool
+	// unread holds what unknown keys hold that may be secrets (see unreadSecrets).
+	unread []string
 	budget int
 }
 
@@ -383,7 +389,51 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path *field.Path) {
 			e.Detail += " (did you mean " + hint + "?)"
 		}
 		d.errs = append(d.errs, e)
+		d.unread = append(d.unread, unreadSecrets(k.Value, n.Content[i+1], map[*yaml.Node]bool{})...)
 	}
+}
+
+// unreadSecrets returns what the value v of an unknown key k may hold of a secret: v itself
+// when k is spelt like a secret key (secretKey), and the values of such keys at any depth of v.
+// The decoder reads nothing under an unknown key, so redaction learns of them only here: a
+// token under "Token:" or "tokne:" is still the token. seen visits each list and mapping once,
+// however many aliases lead to it.
+func unreadSecrets(k string, v *yaml.Node, seen map[*yaml.Node]bool) []string {
+	if v.Kind == yaml.AliasNode {
+		v = v.Alias
+	}
+	if v == nil || v.Kind == yaml.ScalarNode {
+		if v != nil && secretKey(k) {
+			return []string{v.Value}
+		}
+		return nil
+	}
+	if seen[v] {
+		return nil
+	}
+	seen[v] = true
+	var out []string
+	for i, c := range v.Content {
+		switch {
+		case v.Kind == yaml.SequenceNode:
+			out = append(out, unreadSecrets(k, c, seen)...)
+		case v.Kind == yaml.MappingNode && i%2 == 1:
+			out = append(out, unreadSecrets(v.Content[i-1].Value, c, seen)...)
+		}
+	}
+	return out
+}
+
+// secretKey reports whether k is spelt like token or password: either within it, any case, or
+// at most 2 edits from one of them.
+func secretKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, s := range []string{"token", "password"} {
+		if strings.Contains(k, s) || levenshtein.Distance(k, s, nil) <= 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // wants names what a value of type t is written as.
@@ -474,7 +524,7 @@ func redact(errs field.ErrorList, r *strings.Replacer) {
 	}
 }
 
-var secretValue = regexp.MustCompile(`(?:token|password)["']?[ \t]*:[ \t]*([^\s,}#]+)`)
+var secretValue = regexp.MustCompile(`(?i)(?:token|password)["']?[ \t]*:[ \t]*([^\s,}#]+)`)
 
 // scanSecrets finds the values of token and password keys in raw text, for a file that does
 // not parse: the parser's message may quote them.

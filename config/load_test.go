@@ -754,6 +754,7 @@ func TestYAMLErrors(t *testing.T) {
 		{"url: https://xoa.example.com\ntoken: " + testToken + "\n\tinsecure: true\n", "found a tab character that violates indentation"},
 		{"url: https://xoa.example.com\ntoken: \"" + testToken + "\"\n  x: 1\n", "invalid YAML: line 2: did not find expected key"},
 		{"token: *" + testToken + "\n", "invalid YAML: unknown anchor '<redacted>' referenced"},
+		{"Token: *" + testToken + "\n", "invalid YAML: unknown anchor '<redacted>' referenced"},
 		{`{"url": "https://xoa.example.com", "token": "` + testToken + `", "x": *` + testToken + `}`, "unknown anchor '<redacted>' referenced"},
 		{"url: https://xoa.example.com\n---\ntoken: " + testToken + "\n", "the file holds several YAML documents (the second starts on line 2)"},
 		{base + "---\n", "several YAML documents"},
@@ -808,6 +809,12 @@ func TestErrorsNeverHoldToken(t *testing.T) {
 		"url: https://xoa.example.com\ntoken: !!int " + testToken + "\n",
 		"url: https://xoa.example.com\ntoken: !!binary " + testToken + "$\n",
 		"clusters:\n- {url: https://a.example.com, token: " + testToken + ", requestTimeout: " + testToken + "}\n",
+		// Under a misspelt key, or a key the form in use does not read, it is the token still.
+		"url: https://xoa.example.com\ntokEn: " + testToken + "\nrequestTimeout: " + testToken + "\n",
+		"url: https://xoa.example.com\ntokne: &t " + testToken + "\nrequestTimeout: *t\n",
+		"url: https://xoa.example.com\nxo: {apiToken: [" + testToken + "]}\nrequestTimeout: " + testToken + "\n",
+		"clusters:\n- {url: https://a.example.com, token: a-token, pasword: " + testToken + "}\nrequestTimeout: " + testToken + "\n",
+		"clusters:\n- {url: https://a.example.com, token: a-token}\ntoken: " + testToken + "\nrequestTimeout: " + testToken + "\n",
 	}
 	for _, f := range files {
 		_, err := loadString(t, f, nil)
