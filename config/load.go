@@ -303,9 +303,18 @@ type decoder struct {
 	errs field.ErrorList
 	// set holds the paths of the keys set to something other than null.
 	set map[string]bool
-	// unread holds what unknown keys hold that may be secrets (see unreadSecrets).
+	// unread holds what unknown keys hold that may be secrets; walked, the nodes already
+	// searched for them (see unreadSecrets).
 	unread []string
+	walked map[walk]bool
 	budget int
+}
+
+// walk is a node of the value of an unknown key, and whether it sits under a key spelt like a
+// secret key.
+type walk struct {
+	n      *yaml.Node
+	secret bool
 }
 
 // spend counts n against the budget and reports whether it was within; the first node beyond
@@ -389,39 +398,40 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path *field.Path) {
 			e.Detail += " (did you mean " + hint + "?)"
 		}
 		d.errs = append(d.errs, e)
-		d.unread = append(d.unread, unreadSecrets(k.Value, n.Content[i+1], map[*yaml.Node]bool{})...)
+		d.unreadSecrets(n.Content[i+1], secretKey(k.Value))
 	}
 }
 
-// unreadSecrets returns what the value v of an unknown key k may hold of a secret: v itself
-// when k is spelt like a secret key (secretKey), and the values of such keys at any depth of v.
-// The decoder reads nothing under an unknown key, so redaction learns of them only here: a
-// token under "Token:" or "tokne:" is still the token. seen visits each list and mapping once,
-// however many aliases lead to it.
-func unreadSecrets(k string, v *yaml.Node, seen map[*yaml.Node]bool) []string {
+// unreadSecrets adds to d.unread what the value v of an unknown key may hold of a secret: the
+// scalars of v when the key is spelt like a secret key (secret), and those under such keys at
+// any depth of v. The decoder reads nothing under an unknown key, so redaction learns of them
+// only here: a token under "Token:" or "tokne:" is still the token. Each list and mapping is
+// walked at most once in each of the two cases, however many aliases lead to it.
+func (d *decoder) unreadSecrets(v *yaml.Node, secret bool) {
 	if v.Kind == yaml.AliasNode {
 		v = v.Alias
 	}
 	if v == nil || v.Kind == yaml.ScalarNode {
-		if v != nil && secretKey(k) {
-			return []string{v.Value}
+		if v != nil && secret {
+			d.unread = append(d.unread, v.Value)
 		}
-		return nil
+		return
 	}
-	if seen[v] {
-		return nil
+	if d.walked == nil {
+		d.walked = map[walk]bool{}
 	}
-	seen[v] = true
-	var out []string
+	if d.walked[walk{v, secret}] {
+		return
+	}
+	d.walked[walk{v, secret}] = true
 	for i, c := range v.Content {
 		switch {
 		case v.Kind == yaml.SequenceNode:
-			out = append(out, unreadSecrets(k, c, seen)...)
+			d.unreadSecrets(c, secret)
 		case v.Kind == yaml.MappingNode && i%2 == 1:
-			out = append(out, unreadSecrets(v.Content[i-1].Value, c, seen)...)
+			d.unreadSecrets(c, secretKey(v.Content[i-1].Value))
 		}
 	}
-	return out
 }
 
 // secretKey reports whether k is spelt like token or password: either within it, any case, or
