@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Release of the heap a burst leaves behind.
@@ -83,15 +84,10 @@ func shouldRelease(prev, now heapState) bool {
 // period.
 func releaseHeap(ctx context.Context, log logr.Logger, period time.Duration) {
 	samples := newHeapSamples()
-	prev := readHeap(samples)
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	// wait.UntilWithContext looks at once: from the zero reading, that first look only reads,
+	// since the process has allocated more than quietAlloc by then.
+	var prev heapState
+	wait.UntilWithContext(ctx, func(context.Context) {
 		now := readHeap(samples)
 		if shouldRelease(prev, now) {
 			debug.FreeOSMemory()
@@ -100,5 +96,5 @@ func releaseHeap(ctx context.Context, log logr.Logger, period time.Duration) {
 			now = after
 		}
 		prev = now
-	}
+	}, period)
 }
