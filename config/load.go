@@ -90,7 +90,7 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 		return nil, errors.New(redactor(append(secrets, scanSecrets(data)...)).Replace(err.Error()))
 	}
 	f := file{Config: *Default(), Cluster: Cluster{RequestTimeout: DefaultRequestTimeout, ListTimeout: DefaultListTimeout}}
-	d := decoder{set: map[string]bool{}, budget: maxValues}
+	d := decoder{set: map[string]bool{}, walked: map[walk]bool{}, budget: maxValues}
 	if root != nil {
 		d.decode(root, reflect.ValueOf(&f).Elem(), nil)
 	}
@@ -411,16 +411,13 @@ func (d *decoder) unreadSecrets(v *yaml.Node, secret bool) {
 	if v.Kind == yaml.AliasNode {
 		v = v.Alias
 	}
-	if v == nil || v.Kind == yaml.ScalarNode {
-		if v != nil && secret {
+	switch {
+	case v == nil || d.walked[walk{v, secret}]:
+		return
+	case v.Kind == yaml.ScalarNode:
+		if secret {
 			d.unread = append(d.unread, v.Value)
 		}
-		return
-	}
-	if d.walked == nil {
-		d.walked = map[walk]bool{}
-	}
-	if d.walked[walk{v, secret}] {
 		return
 	}
 	d.walked[walk{v, secret}] = true
