@@ -86,6 +86,10 @@ type Inventory struct {
 
 	// mu serializes writers: event application and the end of a relist.
 	mu sync.Mutex
+	// relistMu makes relists run one at a time, so that the snapshot a Relist stores comes from
+	// a listing begun after every earlier Relist returned, and touched belongs to one relist.
+	// The inventory's own loop is the only caller in production; the tests relist beside it.
+	relistMu sync.Mutex
 	// touched holds the objects changed by events since the running relist began (nil when no
 	// relist runs): the relist keeps their newer state.
 	touched map[string]struct{}
@@ -312,6 +316,8 @@ type listing struct {
 // meanwhile. A failed or partial listing changes nothing. With a pool scope, hosts and VMs are
 // listed for the scope's pools only.
 func (i *Inventory) Relist(ctx context.Context) error {
+	i.relistMu.Lock()
+	defer i.relistMu.Unlock()
 	start := i.opts.Clock.Now()
 	i.mu.Lock()
 	i.touched = map[string]struct{}{}
