@@ -127,6 +127,41 @@ func settled(t *testing.T, inv *Inventory, clk *clocktesting.FakeClock) *Snapsho
 	return inv.Snapshot()
 }
 
+// TestRelistsRunOneAtATime: a Relist called while another lists stores its own, newer listing
+// last; the one begun earlier must not overwrite it with what XO held before.
+func TestRelistsRunOneAtATime(t *testing.T) {
+	src := source()
+	inv := newInventory(src, clocktesting.NewFakeClock(time.Now()))
+	listing, release := make(chan struct{}), make(chan struct{})
+	src.duringVM = func() { close(listing); <-release }
+	first := make(chan error, 1)
+	go func() { first <- inv.Relist(context.Background()) }()
+	<-listing
+
+	// XO changes while the first relist lists; a second relist begins.
+	src.mu.Lock()
+	src.duringVM, src.vms = nil, src.vms[:1]
+	src.mu.Unlock()
+	second := make(chan error, 1)
+	go func() { second <- inv.Relist(context.Background()) }()
+	// Were relists concurrent, the second would finish now, before the first; either way the
+	// first is released after at most this wait.
+	select {
+	case err := <-second:
+		second <- err
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	for _, c := range []chan error{first, second} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inv.Snapshot().VM(vm2) != nil {
+		t.Error("the snapshot holds a VM XO removed before the last Relist began")
+	}
+}
+
 func TestRelistBuildsIndexes(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	inv := newInventory(source(), clk)
