@@ -39,6 +39,9 @@ import (
 
 const token = "demo-token-not-a-secret-0123456789abcdefghij"
 
+// cloudTaintPrefix is the prefix of the taints a cloud controller manages.
+const cloudTaintPrefix = "node.cloudprovider.kubernetes.io/"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx)
@@ -144,7 +147,9 @@ func run(ctx context.Context) error {
 		}
 		names = append(names, name)
 		uuid, _ := sim.GuestSystemUUID(vm.ID)
-		n := testenv.KubeletNode(name, testenv.WithSystemUUID(uuid), testenv.WithNodeIP(vm.MainIPAddress))
+		// A halted VM's kubelet does not report: its Node registers NotReady.
+		ready := vm.PowerState == xo.PowerStateRunning
+		n := testenv.KubeletNode(name, testenv.WithSystemUUID(uuid), testenv.WithNodeIP(vm.MainIPAddress), testenv.WithReady(ready))
 		start := time.Now()
 		if err := c.Create(ctx, n); err != nil {
 			return err
@@ -256,8 +261,9 @@ func run(ctx context.Context) error {
 }
 
 // printNodes prints the Nodes as two tables, the columns `kubectl get node` would show with the
-// topology labels, then providerID, XO host and taints. It reads them with the demo's client, so
-// the demo needs no kubectl binary.
+// topology labels, then providerID, XO host and the cloud provider's taints (node.kubernetes.io/
+// not-ready and the like are the node lifecycle controller's, which the demo does not run). It
+// reads them with the demo's client, so the demo needs no kubectl binary.
 func printNodes(ctx context.Context, c client.Client) error {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes); err != nil {
@@ -270,11 +276,13 @@ func printNodes(ctx context.Context, c client.Client) error {
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", n.Name, readiness(&n), n.Labels[node.LabelRegion], n.Labels[node.LabelZone], n.Labels[node.LabelInstanceType])
 	}
 	_, _ = fmt.Fprintln(w)
-	_, _ = fmt.Fprintln(w, "NAME\tPROVIDER-ID\tHOST\tTAINTS")
+	_, _ = fmt.Fprintln(w, "NAME\tPROVIDER-ID\tHOST\tCLOUD TAINTS")
 	for _, n := range nodes.Items {
 		var taints []string
 		for _, t := range n.Spec.Taints {
-			taints = append(taints, t.Key)
+			if strings.HasPrefix(t.Key, cloudTaintPrefix) {
+				taints = append(taints, t.Key+":"+string(t.Effect))
+			}
 		}
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels[node.LabelHostName], strings.Join(taints, ","))
 	}
