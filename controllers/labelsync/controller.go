@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +64,10 @@ type Reconciler struct {
 	opts     Options
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
+	// reported holds, per Node name, the refusals and conflicts last reported (reportKey), so
+	// that a standing refusal is reported once, not at every resync: each event is an API
+	// write, and a resync that changes nothing writes nothing.
+	reported sync.Map
 }
 
 // New returns the controller.
@@ -112,12 +118,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, &n, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Forget(req.Name)
+			r.reported.Delete(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
 	if !r.wants(&n) {
 		r.written.Forget(n.Name)
+		r.reported.Delete(n.Name)
 		return ctrl.Result{}, nil
 	}
 	if r.written.Behind(&n) {
@@ -134,8 +142,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	after := n.DeepCopy()
 	desc := node.Describe(view, after, vm, r.opts.Labels)
-	// Standing refusals are reported at every look; the event recorder folds repeats into one
-	// event series.
 	r.report(&n, desc)
 	if !desc.Changed {
 		return ctrl.Result{}, nil
@@ -180,8 +186,18 @@ func (r *Reconciler) announce(before, after *corev1.Node) {
 }
 
 // report emits a LabelRejected event for each label or taint the VM implies that was not set,
-// and a LabelConflict event for each left alone because someone else set it.
+// and a LabelConflict event for each left alone because someone else set it, once per Node
+// until they change (a new Node of the same name reports them again).
 func (r *Reconciler) report(n *corev1.Node, d node.Description) {
+	key := reportKey(n, d)
+	if prev, ok := r.reported.Load(n.Name); ok && prev == key {
+		return
+	}
+	if key == "" {
+		r.reported.Delete(n.Name)
+		return
+	}
+	r.reported.Store(n.Name, key)
 	for _, rj := range d.Rejected {
 		rejectedTotal.WithLabelValues(string(rj.Reason)).Inc()
 		r.eventLabelRejected(n, rj)
@@ -190,4 +206,23 @@ func (r *Reconciler) report(n *corev1.Node, d node.Description) {
 		conflictsTotal.Inc()
 		r.eventLabelConflict(n, c)
 	}
+}
+
+// reportKey identifies the refusals and conflicts of d on this Node ("" when there are none).
+func reportKey(n *corev1.Node, d node.Description) string {
+	if len(d.Rejected) == 0 && len(d.Conflicts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(string(n.UID))
+	for _, rj := range d.Rejected {
+		b.WriteString("\x00")
+		b.WriteString(rj.String())
+	}
+	// Conflicts come in map order.
+	for _, c := range slices.Sorted(slices.Values(d.Conflicts)) {
+		b.WriteString("\x00c")
+		b.WriteString(c)
+	}
+	return b.String()
 }

@@ -278,16 +278,30 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	if d := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
 		t.Errorf("rejected metric grew by %v, want %d", d, len(forbidden))
 	}
-	// A standing refusal is reported at every look (the event recorder folds the repeats into
-	// one series), and changes nothing.
+	// A standing refusal is reported once, not at every look (each event is an API write, and
+	// a resync that changes nothing writes nothing), and changes nothing.
 	rv := got.ResourceVersion
 	f.reconcile(n)
 	f.reconcile(n)
-	if got := len(f.Rec.Find(n, node.ReasonLabelRejected)); got != 3*len(forbidden) {
-		t.Errorf("%d refusal events after three looks, want %d", got, 3*len(forbidden))
+	if got := len(f.Rec.Find(n, node.ReasonLabelRejected)); got != len(forbidden) {
+		t.Errorf("%d refusal events after three looks, want %d", got, len(forbidden))
+	}
+	if d := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
+		t.Errorf("rejected metric grew by %v after three looks, want %d", d, len(forbidden))
 	}
 	if f.Get(n).ResourceVersion != rv {
 		t.Error("a standing refusal wrote the Node")
+	}
+	// Once the refusals change, they are all reported again.
+	tags := append(slices.Clone(forbidden), node.TagLabelPrefix+"k8s.io/y=z")
+	if err := f.Sim.SetTags(vm, tags); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("tags", func(s *inventory.Snapshot) bool { return slices.Equal(s.VM(vm).Tags, tags) })
+	f.reconcile(n)
+	f.reconcile(n)
+	if got := len(f.Rec.Find(n, node.ReasonLabelRejected)); got != len(forbidden)+len(tags) {
+		t.Errorf("%d refusal events after the tags changed, want %d", got, len(forbidden)+len(tags))
 	}
 }
 
