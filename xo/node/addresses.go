@@ -30,7 +30,9 @@ type AddressOptions struct {
 //     as numbers), restricted to opts.InternalCIDRs when that is set.
 //  2. ExternalIP: the VM's guest addresses inside opts.ExternalCIDRs (also when the kubelet
 //     provided its node IP); without ExternalCIDRs, the Node's current ExternalIPs that are
-//     guest addresses of the VM, in their current order, before any guest InternalIP.
+//     guest addresses of the VM, in their current order, before any guest InternalIP. While
+//     the guest reports no address at all, the current ExternalIPs (inside ExternalCIDRs when
+//     set) stay as they are.
 //  3. Hostname: the node name.
 //
 // Loopback, link-local, multicast, unspecified and zoned addresses are skipped; addresses are
@@ -59,17 +61,28 @@ func Addresses(n *corev1.Node, vm *xo.VM, opts AddressOptions) []corev1.NodeAddr
 	provided := len(out) > 0
 
 	guest := guestAddresses(vm)
-	if len(opts.ExternalCIDRs) == 0 {
-		for _, a := range n.Status.Addresses {
-			if a.Type != corev1.NodeExternalIP {
-				continue
-			}
-			if _, ip, ok := canonicalIP(a.Address); ok && slices.ContainsFunc(guest, func(g string) bool {
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		addr, ip, ok := canonicalIP(a.Address)
+		if !ok {
+			continue
+		}
+		var keep bool
+		switch {
+		case len(guest) == 0:
+			// The guest agent reports nothing (VM halted or booting): nothing to check the
+			// ExternalIPs against, so they stay, as a partial answer removes nothing.
+			keep = len(opts.ExternalCIDRs) == 0 || inCIDRs(addr, opts.ExternalCIDRs)
+		case len(opts.ExternalCIDRs) == 0:
+			keep = slices.ContainsFunc(guest, func(g string) bool {
 				_, gip, ok := canonicalIP(g)
 				return ok && gip == ip
-			}) {
-				add(corev1.NodeExternalIP, ip)
-			}
+			})
+		}
+		if keep {
+			add(corev1.NodeExternalIP, ip)
 		}
 	}
 	for _, s := range guest {

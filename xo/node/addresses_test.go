@@ -178,4 +178,24 @@ func TestAddressesKeepUpstreamExternalIP(t *testing.T) {
 			t.Fatalf("ExternalIP %s kept although ExternalCIDRs exclude it", a.Address)
 		}
 	}
+	// While the guest reports nothing (the VM halted or rebooting), the ExternalIP stays: a
+	// look then must not lose it for good, as nothing puts it back once the guest reports.
+	n.Status.Addresses = upstream
+	booting := &xo.VM{}
+	if got := Addresses(n, booting, AddressOptions{}); !AddressesEqual(got, upstream) {
+		t.Fatalf("a VM without guest addresses changed the addresses: %v", got)
+	}
+	n.Status.Addresses = Addresses(n, booting, AddressOptions{})
+	if got := Addresses(n, vm, AddressOptions{}); !AddressesEqual(got, upstream) {
+		t.Fatalf("the ExternalIP did not survive a reboot: %v", got)
+	}
+	// Within ExternalCIDRs when set.
+	opts = AddressOptions{ExternalCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}
+	if got := Addresses(n, booting, opts); !AddressesEqual(got, upstream) {
+		t.Fatalf("with ExternalCIDRs, a VM without guest addresses changed the addresses: %v", got)
+	}
+	opts = AddressOptions{ExternalCIDRs: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}
+	if got := Addresses(n, booting, opts); len(got) != 2 || got[0].Address != "10.0.0.5" {
+		t.Fatalf("an ExternalIP outside ExternalCIDRs was kept: %v", got)
+	}
 }
