@@ -64,7 +64,9 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 		return nil
 	case res.Outcome != node.OutcomeMatched || res.VM == nil:
 		log.V(1).Info("Node admitted unchanged", "node", n.Name, "outcome", res.Outcome.String(), "reason", res.String())
-		d.eventVMNotResolved(n, res)
+		if !dryRun(ctx) {
+			d.eventVMNotResolved(n, res)
+		}
 		observeResult("unchanged", res, start)
 		return nil
 	}
@@ -73,16 +75,25 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	if addrs := node.Addresses(n, vm, d.Addresses); len(addrs) > 0 {
 		n.Status.Addresses = addrs
 	}
-	for _, r := range desc.Rejected {
-		d.eventLabelRejected(n, r)
-	}
-	// A brand-new Node has no owned keys, hence no conflicts; reported all the same.
-	for _, c := range desc.Conflicts {
-		d.eventLabelConflict(n, c)
+	if !dryRun(ctx) {
+		for _, r := range desc.Rejected {
+			d.eventLabelRejected(n, r)
+		}
+		// A brand-new Node has no owned keys, hence no conflicts; reported all the same.
+		for _, c := range desc.Conflicts {
+			d.eventLabelConflict(n, c)
+		}
 	}
 	if log := log.V(1); log.Enabled() {
 		log.Info("Node described at creation", "node", n.Name, "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String())
 	}
 	observeResult("mutated", res, start)
 	return nil
+}
+
+// dryRun reports whether the request is a dry run (kubectl create --dry-run=server): the
+// webhook declares sideEffects None, so it then emits no event.
+func dryRun(ctx context.Context) bool {
+	req, err := admission.RequestFromContext(ctx)
+	return err == nil && req.DryRun != nil && *req.DryRun
 }

@@ -313,6 +313,26 @@ func TestInvalidNameSanitized(t *testing.T) {
 	w.wantEvent(t, "node-unlabelable", webhook.ReasonLabelRejected, "")
 }
 
+// TestDryRunEmitsNoEvent: a dry-run CREATE (kubectl create --dry-run=server) is described
+// like any other, but the webhook declares sideEffects None, so it emits no event; the same
+// Node created for real does.
+func TestDryRunEmitsNoEvent(t *testing.T) {
+	w := serve(t, tagLabels)
+	vm := w.addVM(t, xosim.VMSpec{NameLabel: "dry", CPUs: 2, Memory: xosim.GiB, Tags: []string{
+		"k8s.xenorchestra/label:node-role.kubernetes.io/control-plane=",
+	}})
+	n := testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm))
+	if err := env.Client.Create(context.Background(), n, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	w.wantDescribed(t, n, vm)
+	if ev := w.events.All("node-dry"); len(ev) != 0 {
+		t.Fatalf("a dry run emitted events: %v", ev)
+	}
+	create(t, testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm)))
+	w.wantEvent(t, "node-dry", webhook.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
+}
+
 func TestTagLabelsAndRefusedKeys(t *testing.T) {
 	w := serve(t, tagLabels)
 	vm := w.addVM(t, xosim.VMSpec{NameLabel: "tagged", CPUs: 2, Memory: xosim.GiB, Tags: []string{
