@@ -16,7 +16,8 @@ import (
 
 // TestEnqueueChange maps XO changes to Nodes through a client-go store with the indexes of
 // SetupIndexes: a VM change reaches its own Node and the unresolved ones, not the Node of
-// another VM in the same IndexVM bucket; host and pool changes reach their Nodes; wants
+// another VM in the same IndexVM bucket; host and pool changes reach their Nodes (a pool's
+// change both the Nodes whose providerID names it and those whose VM moved there); wants
 // filters every one.
 func TestEnqueueChange(t *testing.T) {
 	const (
@@ -35,6 +36,8 @@ func TestEnqueueChange(t *testing.T) {
 		mk("a", node.FormatProviderID(pool, vmA), map[string]string{node.LabelHostID: host}),
 		mk("b", node.FormatProviderID(pool, vmB), nil),
 		mk("c", node.FormatProviderID(other, vmC), map[string]string{node.LabelHostID: host}),
+		// Moved from pool to other: the providerID keeps pool, the label follows the VM.
+		mk("moved", node.FormatProviderID(pool, "ef000000-0000-4000-8000-00000000000e"), map[string]string{node.LabelPoolID: other}),
 		mk("unresolved", "", nil),
 		mk("unwanted", node.FormatProviderID(pool, "ab000000-0000-4000-8000-0000000000ff"), map[string]string{node.LabelHostID: host}),
 		mk("other-provider", "aws:///us-east-1a/i-0123", nil),
@@ -53,8 +56,8 @@ func TestEnqueueChange(t *testing.T) {
 		{inventory.Change{Kind: inventory.VMChanged, ID: "ab000000-0000-4000-8000-0000000000ff"}, []string{"unresolved"}},
 		{inventory.Change{Kind: inventory.VMChanged, ID: "ef000000-0000-4000-8000-000000000000"}, []string{"unresolved"}},
 		{inventory.Change{Kind: inventory.HostChanged, ID: host}, []string{"a", "c"}},
-		{inventory.Change{Kind: inventory.PoolChanged, ID: pool}, []string{"a", "b", "unresolved"}},
-		{inventory.Change{Kind: inventory.PoolChanged, ID: other}, []string{"c", "unresolved"}},
+		{inventory.Change{Kind: inventory.PoolChanged, ID: pool}, []string{"a", "b", "moved", "unresolved"}},
+		{inventory.Change{Kind: inventory.PoolChanged, ID: other}, []string{"c", "moved", "unresolved"}},
 	} {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		if err := enqueueChange(q, store, tc.ch, wants); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,7 +34,8 @@ const (
 	// IndexVM maps a Node to the bucket (vmBucket) of its VM's uuid, from an xenorchestra
 	// providerID.
 	IndexVM = "xenorchestra.vm"
-	// IndexPool maps a Node to its pool uuid, from the providerID (or the pool_id label).
+	// IndexPool maps a Node to its pool uuids: the providerID's, and the pool_id label's when
+	// it differs (a VM moved to another pool keeps its providerID; label-sync follows it).
 	IndexPool = "xenorchestra.pool"
 	// IndexHost maps a Node to the host its VM runs on, from the host_id label.
 	IndexHost = "xenorchestra.host"
@@ -68,12 +70,20 @@ func nodeIndexers() toolscache.Indexers {
 			}
 			return ""
 		}),
-		IndexPool: nodeIndex(func(n *corev1.Node) string {
-			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" {
-				return pool
+		IndexPool: func(obj any) ([]string, error) {
+			n, ok := obj.(*corev1.Node)
+			if !ok {
+				return nil, nil
 			}
-			return n.Labels[node.LabelPoolID]
-		}),
+			var pools []string
+			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" {
+				pools = append(pools, pool)
+			}
+			if l := n.Labels[node.LabelPoolID]; l != "" && !slices.Contains(pools, l) {
+				pools = append(pools, l)
+			}
+			return pools, nil
+		},
 		IndexHost: nodeIndex(func(n *corev1.Node) string { return n.Labels[node.LabelHostID] }),
 		IndexUnresolved: nodeIndex(func(n *corev1.Node) string {
 			if n.Spec.ProviderID == "" {
