@@ -2,6 +2,7 @@ package estatetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,6 +288,70 @@ func TestSamePoolTwoServers(t *testing.T) {
 	b.Relist()
 	time.Sleep(300 * time.Millisecond)
 	unchanged(t, "relists after the migration", moved[n1.Name], n1.Name)
+}
+
+// TestSamePoolFirstServerStale: one pool reachable through two XO servers, and the first one
+// goes down, its inventory stale. Meanwhile, on the second (current) server, a VM halts, a
+// VM's tags change and a VM is deleted. The controllers take each of these VMs, and whether
+// its pool is connected, from the second server: the halted VM's NotReady Node gets the
+// shutdown taint, the tag label follows the second server's tags, and the deleted VM's
+// NotReady Node is deleted. The down server's old copies (Running, old tags, present) never
+// win over the current server's answers.
+func TestSamePoolFirstServerStale(t *testing.T) {
+	t.Parallel()
+	pool, host1, host2 := "6f0c5b6a-1d2e-4f3a-9b8c-7d6e5f4a3b31", "0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d51", "0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d52"
+	shared := func(name string) testenv.FixtureOptions {
+		o := server(name)
+		o.PoolID, o.HostIDs, o.PoolName, o.HostNames = pool, [2]string{host1, host2}, "shared", [2]string{"host-1", "host-2"}
+		return o
+	}
+	first := shared("xo-a")
+	first.Inventory.StaleAfter = 500 * time.Millisecond // the second server streams events: it stays current
+	a, b := testenv.NewFixture(t, env, first), testenv.NewFixture(t, env, shared("xo-b"))
+	cs := newControllers(env.Client, testenv.Estate(a.X, b.X), a.Rec, clock.RealClock{}, tagPrefixes, node.Ignorer{})
+	addBoth := func(spec xosim.VMSpec) string {
+		spec.ID = a.AddVM(spec)
+		b.AddVM(spec)
+		return spec.ID
+	}
+	haltsVM := addBoth(xosim.VMSpec{NameLabel: "halts"})
+	taggedVM := addBoth(xosim.VMSpec{NameLabel: "tagged", Tags: []string{node.TagLabelPrefix + "example.com/tier=gold"}})
+	goneVM := addBoth(xosim.VMSpec{NameLabel: "gone"})
+	halts, tagged, gone := a.CreateNode("halts", haltsVM).Name, a.CreateNode("tagged", taggedVM).Name, a.CreateNode("gone", goneVM).Name
+	cs.reconcile(a.Ctx, t, halts, tagged, gone)
+	if hasTaint(t, halts, node.TaintShutdown) || env.Node(t, tagged).Labels["example.com/tier"] != "gold" {
+		t.Fatal("test setup: Nodes not described before the first server went down")
+	}
+
+	restore := a.Refuse()
+	defer restore()
+	a.X.WaitInventory(t, "xo-a stale", func(s *inventory.Snapshot) bool { return !s.Fresh() })
+	if err := b.Sim.SetPowerState(haltsVM, xo.PowerStateHalted); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sim.SetTags(taggedVM, []string{node.TagLabelPrefix + "example.com/tier=silver"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sim.RemoveVM(goneVM); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitInventory("xo-b sees the changes", func(s *inventory.Snapshot) bool {
+		return s.VM(haltsVM).PowerState == xo.PowerStateHalted && s.VM(goneVM) == nil &&
+			slices.Contains(s.VM(taggedVM).Tags, node.TagLabelPrefix+"example.com/tier=silver")
+	})
+	a.SetReady(halts, false)
+	a.SetReady(gone, false)
+
+	cs.reconcile(a.Ctx, t, halts, tagged, gone)
+	if !hasTaint(t, halts, node.TaintShutdown) {
+		t.Errorf("NotReady Node of a VM the current server reports Halted not tainted: the down server's copy (Running) was used")
+	}
+	wantLabels(t, tagged, map[string]string{"example.com/tier": "silver"})
+	// The deletion waits for the VM's absence to settle on the current server.
+	testenv.Eventually(t, 10*time.Second, "the Node of the VM deleted on the current server deleted", func() bool {
+		cs.reconcile(a.Ctx, t, gone)
+		return !env.NodeExists(t, gone)
+	})
 }
 
 // TestIncompleteServerDoesNotHoldBackAnother: a server whose inventory is incomplete (one of

@@ -32,8 +32,9 @@ type Member struct {
 
 // Estate is every configured XO server, in configuration order. Each server has its own
 // inventory, event stream, relists and health; the Estate answers across them. When the same
-// pool is reachable through two servers, the first server (in configuration order) that has
-// it connected wins, so answers do not flap between copies.
+// pool is reachable through two servers, the first server (in configuration order) whose
+// inventory is current and has it connected wins, so answers do not flap between copies, and
+// a server that is down never answers with its old copies over a current one.
 type Estate struct {
 	members []Member
 	// lookupTimeout bounds the direct reads of Find.
@@ -99,11 +100,14 @@ func (e *Estate) LastError() error {
 	return errors.Join(errs...)
 }
 
-// View returns the current snapshots of every server, taken at once.
+// View returns the current snapshots of every server, taken at once, with whether each is
+// current (Snapshot.Fresh) at that instant.
 func (e *Estate) View() *View {
-	v := &View{snaps: make([]*Snapshot, len(e.members)), readers: make([]Reader, len(e.members))}
+	n := len(e.members)
+	v := &View{snaps: make([]*Snapshot, n), readers: make([]Reader, n), fresh: make([]bool, n)}
 	for i, m := range e.members {
 		v.snaps[i], v.readers[i] = m.Inventory.Snapshot(), m.XO
+		v.fresh[i] = v.snaps[i].Fresh()
 	}
 	return v
 }
@@ -212,40 +216,71 @@ func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result
 }
 
 // View is the snapshots of every server at one instant. It implements node.Index.
+//
+// A server's copy of an object counts when that server's snapshot is current (fresh when the
+// View was taken) and has the object's pool connected and trusted: the same test as ForPool.
+// A counting copy always wins over one that does not, so that a server that is down (its
+// snapshot stale, its copies as they were when it went away) never answers for a pool another
+// server serves. In particular, for the VM v.VM returns, v.PoolConnected(vm.PoolID) is true
+// exactly when the server that copy comes from vouches for it: the controllers take the VM and
+// its trust as a pair. With one server, the copy is the server's whatever its state, as the
+// server's own snapshot gives it.
 type View struct {
 	snaps   []*Snapshot
 	readers []Reader
+	// fresh is snaps[i].Fresh() when the View was taken: every answer of the View judges a
+	// server current or not alike.
+	fresh []bool
 }
 
 var _ node.Index = (*View)(nil)
 
-// VM returns the VM with this uuid: the copy of the first server that has its pool connected,
-// else the first copy.
-func (v *View) VM(id string) *xo.VM {
-	var first *xo.VM
-	for _, s := range v.snaps {
-		if vm := s.VM(id); vm != nil {
-			if s.PoolConnected(vm.PoolID) {
-				return vm
-			}
-			if first == nil {
-				first = vm
-			}
-		}
-	}
-	return first
+// counts reports whether server i's copy of an object of this pool counts: its snapshot is
+// current and has the pool connected and trusted.
+func (v *View) counts(i int, poolID string) bool {
+	return v.fresh[i] && v.snaps[i].PoolConnected(poolID)
 }
 
-// merged returns the VMs the servers give for one key, each VM once (the first copy).
+// VM returns the VM with this uuid: the copy of the first server whose copy counts (see
+// View). Failing that, the first copy of a pool no current server has connected (untrusted:
+// PoolConnected is false for it). nil when there is none: a VM that only servers that are down
+// still hold, in a pool a current server has connected without it, is absent, and its
+// absence is judged by that current server (ForPool).
+func (v *View) VM(id string) *xo.VM {
+	if len(v.snaps) == 1 {
+		return v.snaps[0].VM(id)
+	}
+	var fallback *xo.VM
+	for i, s := range v.snaps {
+		vm := s.VM(id)
+		switch {
+		case vm == nil:
+		case v.counts(i, vm.PoolID):
+			return vm
+		case fallback == nil && v.ForPool(vm.PoolID) == nil:
+			fallback = vm
+		}
+	}
+	return fallback
+}
+
+// merged returns the VMs the servers give for one key, each VM once: a copy that counts (see
+// View) before one that does not, else the first copy. Every copy is a candidate, so that a
+// twin held only by a server that is down still makes a match ambiguous.
 func (v *View) merged(get func(*Snapshot) []*xo.VM) []*xo.VM {
 	if len(v.snaps) == 1 {
 		return get(v.snaps[0])
 	}
 	var out []*xo.VM
-	for _, s := range v.snaps {
+	var counted []bool
+	for i, s := range v.snaps {
 		for _, vm := range get(s) {
-			if !slices.ContainsFunc(out, func(o *xo.VM) bool { return o.ID == vm.ID }) {
-				out = append(out, vm)
+			c := v.counts(i, vm.PoolID)
+			switch j := slices.IndexFunc(out, func(o *xo.VM) bool { return o.ID == vm.ID }); {
+			case j < 0:
+				out, counted = append(out, vm), append(counted, c)
+			case c && !counted[j]:
+				out[j], counted[j] = vm, true
 			}
 		}
 	}
@@ -262,24 +297,38 @@ func (v *View) VMsByAddress(ip string) []*xo.VM {
 	return v.merged(func(s *Snapshot) []*xo.VM { return s.VMsByAddress(ip) })
 }
 
-// Host returns the host with this uuid, or nil.
+// Host returns the host with this uuid: the copy of the first server whose copy counts (see
+// View), else the first copy; nil when no server has it.
 func (v *View) Host(id string) *xo.Host {
-	for _, s := range v.snaps {
+	var first *xo.Host
+	for i, s := range v.snaps {
 		if h := s.Host(id); h != nil {
-			return h
+			if v.counts(i, h.PoolID) {
+				return h
+			}
+			if first == nil {
+				first = h
+			}
 		}
 	}
-	return nil
+	return first
 }
 
-// Pool returns the pool with this uuid, or nil.
+// Pool returns the pool with this uuid: the copy of the first server whose copy counts (see
+// View), else the first copy; nil when no server has it.
 func (v *View) Pool(id string) *xo.Pool {
-	for _, s := range v.snaps {
+	var first *xo.Pool
+	for i, s := range v.snaps {
 		if p := s.Pool(id); p != nil {
-			return p
+			if v.counts(i, p.ID) {
+				return p
+			}
+			if first == nil {
+				first = p
+			}
 		}
 	}
-	return nil
+	return first
 }
 
 // PoolConnected reports whether a server with a current inventory has the pool connected and
@@ -351,10 +400,11 @@ func (v *View) nameShared(name, id string, counts func(*Snapshot) (int, func(str
 }
 
 // ForPool returns the snapshot of the first server whose inventory is current and has the
-// pool connected and trusted, nil when none has.
+// pool connected and trusted (whose copies of the pool's objects count, see View), nil when
+// none has.
 func (v *View) ForPool(poolID string) *Snapshot {
-	for _, s := range v.snaps {
-		if s.Fresh() && s.PoolConnected(poolID) {
+	for i, s := range v.snaps {
+		if v.counts(i, poolID) {
 			return s
 		}
 	}

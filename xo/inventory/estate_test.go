@@ -71,6 +71,58 @@ func TestEstateSamePoolThroughTwoServers(t *testing.T) {
 	}
 }
 
+// TestEstateStaleServerCopiesDoNotCount: the same pool through two servers, and the first
+// one goes stale (down: no stream, no listing). Its copies, as they were when it went away,
+// never win over the current second server's: a VM, its host and the pool come from the
+// second server, with PoolConnected vouching for that very copy, and a VM the second server
+// no longer has is absent, not the stale server's copy. With one server, a stale copy is
+// still returned, untrusted.
+func TestEstateStaleServerCopiesDoNotCount(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	first, second := source(), source()
+	second.vms = second.vms[:1]                    // vm2 deleted since the first server went away
+	second.vms[0].PowerState = xo.PowerStateHalted // vm1 halted meanwhile
+	second.hosts[0].NameLabel = "host-a-renamed"   // and its host renamed
+	second.pools[0].NameLabel = "pool-a-renamed"   // and the pool
+	a, b := member(t, "a", first, clk, &fakeReader{}), member(t, "b", second, clk, &fakeReader{})
+	e := NewEstate(0, a, b)
+	if vm := e.View().VM(vm1); vm == nil || vm.PowerState != xo.PowerStateRunning {
+		t.Fatalf("VM while both servers are current = %+v, want the first server's copy", vm)
+	}
+
+	clk.Step(2 * time.Minute)
+	_ = relist(t, b.Inventory)
+	v := e.View()
+	if s := v.ForPool(poolA); s == nil || s.Server() != "b" {
+		t.Fatalf("ForPool = %v, want the current server b", s)
+	}
+	vm := v.VM(vm1)
+	if vm == nil || vm.PowerState != xo.PowerStateHalted || !v.PoolConnected(vm.PoolID) {
+		t.Fatalf("VM = %+v (pool connected %v), want the current server's copy (Halted), trusted", vm, vm != nil && v.PoolConnected(vm.PoolID))
+	}
+	if h := v.Host(hostA); h == nil || h.NameLabel != "host-a-renamed" {
+		t.Fatalf("Host = %+v, want the current server's copy", h)
+	}
+	if p := v.Pool(poolA); p == nil || p.NameLabel != "pool-a-renamed" {
+		t.Fatalf("Pool = %+v, want the current server's copy", p)
+	}
+	if got := v.VMsByName("worker-1"); len(got) != 1 || got[0].PowerState != xo.PowerStateHalted {
+		t.Fatalf("VMsByName = %+v, want the current server's copy once", got)
+	}
+	if vm := v.VM(vm2); vm != nil {
+		t.Fatalf("VM only the stale server still has, absent from the current server of its pool = %+v, want nil", vm)
+	}
+	if wait, ok := v.ForPool(poolA).AbsenceWait(vm2, poolA); !ok || wait != 0 {
+		t.Fatalf("AbsenceWait on the current server = %v, %v; want its absence to count", wait, ok)
+	}
+
+	// One server, stale: its copies are what there is, untrusted.
+	single := NewEstate(0, a).View()
+	if vm := single.VM(vm2); vm == nil || single.PoolConnected(vm.PoolID) {
+		t.Fatalf("single stale server: VM = %+v, pool connected %v; want its copy, untrusted", vm, vm != nil && single.PoolConnected(vm.PoolID))
+	}
+}
+
 func TestEstateNamesSharedAcrossServers(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	other := &fakeSource{
