@@ -130,14 +130,15 @@ func init() {
 // Node names a VM uuid the inventory lacks (a VM created seconds ago), by one direct read of
 // every server, bounded by the Estate's lookup timeout. It returns the View it resolved
 // against (for Describe) and an error when XO could not answer the direct read; a VM XO does
-// not have is OutcomeNotFound, not an error.
+// not have is OutcomeNotFound, not an error, and a system uuid that names one VM as-is and
+// another byte-swapped is OutcomeAmbiguous, as in memory.
 func (e *Estate) Find(ctx context.Context, n *corev1.Node) (node.Result, *View, error) {
 	v := e.View()
 	res := node.Resolve(v, n)
 	var err error
 	if res.Outcome == node.OutcomeNotFound || res.Outcome == node.OutcomeIncomplete {
 		var found node.Result
-		if found, err = e.read(ctx, v, n); found.VM != nil {
+		if found, err = e.read(ctx, v, n); found.VM != nil || found.Outcome == node.OutcomeAmbiguous {
 			res = found
 		}
 	}
@@ -145,7 +146,12 @@ func (e *Estate) Find(ctx context.Context, n *corev1.Node) (node.Result, *View, 
 	return res, v, err
 }
 
-// read asks every server for the VM uuids the Node names, at once.
+// msgReadUUIDAmbiguous is the message of a direct read that found two VMs for a system uuid.
+const msgReadUUIDAmbiguous = "XO has one VM with the node's systemUUID as-is and another with it byte-swapped"
+
+// read asks every server for the VM uuids the Node names, at once. Two different VMs, one for
+// the raw system uuid and one for the byte-swapped form, are no match (OutcomeAmbiguous), as in
+// node.Resolve: never a guess.
 func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result, error) {
 	ids := node.CandidateUUIDs(n)
 	if len(ids) == 0 {
@@ -169,11 +175,18 @@ func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result
 	}
 	// The best answer is the raw uuid before the swapped one; among servers, the first to answer
 	// (two servers can only hold the same VM through the same pool). It is final once every
-	// answer that could beat it is in, so a hung server delays only the reads that need it.
+	// answer that could beat it is in and no server has answered one of its reads without the
+	// other (which may name a second VM), so a hung server, which answers none, delays only the
+	// reads that need it. A twin on a hung server is not waited for, as in memory a twin a down
+	// server never listed is not known.
 	before := func(a, b *answer) bool { return a.rank < b.rank }
 	answered := make(map[[2]int]bool, len(v.readers)*len(ids))
+	perServer := make([]int, len(v.readers))
 	settled := func(best *answer) bool {
 		for s := range v.readers {
+			if perServer[s] > 0 && perServer[s] < len(ids) {
+				return false
+			}
 			for rank := range ids {
 				if c := (answer{server: s, rank: rank}); before(&c, best) && !answered[[2]int{s, rank}] {
 					return false
@@ -183,12 +196,17 @@ func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result
 		return true
 	}
 	var best *answer
+	byRank := make([]*xo.VM, len(ids)) // the first VM found for each uuid
 	var errs []error
 	for range len(v.readers) * len(ids) {
 		a := <-answers
 		answered[[2]int{a.server, a.rank}] = true
+		perServer[a.server]++
 		switch {
 		case a.err == nil && a.vm != nil:
+			if byRank[a.rank] == nil {
+				byRank[a.rank] = a.vm
+			}
 			if best == nil || before(&a, best) {
 				best = &a
 			}
@@ -201,6 +219,9 @@ func (e *Estate) read(ctx context.Context, v *View, n *corev1.Node) (node.Result
 	}
 	if best == nil {
 		return node.Result{}, errors.Join(errs...)
+	}
+	if len(byRank) == 2 && byRank[0] != nil && byRank[1] != nil && lower(byRank[0].ID) != lower(byRank[1].ID) {
+		return node.Result{Method: node.MethodSystemUUID, Outcome: node.OutcomeAmbiguous, Candidates: 2, Message: msgReadUUIDAmbiguous}, nil
 	}
 	vm := best.vm
 	vm.ID = lower(vm.ID)

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,6 +163,51 @@ func TestEstateFindReadsEveryServer(t *testing.T) {
 	n.Status.NodeInfo.SystemUUID = vm1
 	if res, _, err := e.Find(context.Background(), n); err != nil || res.Outcome != node.OutcomeMatched || has.calls.Load() != before {
 		t.Fatalf("Find of an inventory VM = %+v, %v, %d direct reads", res, err, has.calls.Load()-before)
+	}
+}
+
+// slowReader answers as its fakeReader after a delay.
+type slowReader struct {
+	fakeReader
+	delay time.Duration
+}
+
+func (r *slowReader) GetVM(ctx context.Context, id string) (*xo.VM, error) {
+	time.Sleep(r.delay)
+	return r.fakeReader.GetVM(ctx, id)
+}
+
+// TestEstateFindSwappedTwinAmbiguous: a system uuid XO's direct read finds as one VM as-is and
+// as another byte-swapped is no match, as in memory (node.Resolve), whether one server or two
+// hold the pair; the same VM through both forms, or one form only, is a match.
+func TestEstateFindSwappedTwinAmbiguous(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	const raw = "c0ffee00-1111-4222-8333-00000000a1a1"
+	swapped, _ := node.SwapUUID(raw)
+	n := &corev1.Node{Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: raw}}}
+	rawVM, swappedVM := &xo.VM{ID: raw, PoolID: poolA}, &xo.VM{ID: swapped, PoolID: poolA}
+	ambiguous := func(name string, e *Estate) {
+		t.Helper()
+		res, _, err := e.Find(context.Background(), n)
+		if err != nil || res.VM != nil || res.Outcome != node.OutcomeAmbiguous || res.Candidates != 2 {
+			t.Errorf("%s: Find = %+v, %v; want no VM, ambiguous", name, res, err)
+		}
+	}
+	ambiguous("one server", NewEstate(time.Second, member(t, "a", source(), clk, &fakeReader{vms: map[string]*xo.VM{raw: rawVM, swapped: swappedVM}})))
+	// The raw one on a slower server: the swapped answer comes first and waits for it.
+	ambiguous("two servers", NewEstate(time.Second,
+		member(t, "a", source(), clk, &slowReader{fakeReader{vms: map[string]*xo.VM{raw: rawVM}}, 50 * time.Millisecond}),
+		member(t, "b", source(), clk, &fakeReader{vms: map[string]*xo.VM{swapped: swappedVM}})))
+
+	for name, vms := range map[string]map[string]*xo.VM{
+		"raw only":     {raw: rawVM},
+		"swapped only": {swapped: swappedVM},
+		"one VM twice": {raw: rawVM, swapped: {ID: strings.ToUpper(raw), PoolID: poolA}},
+	} {
+		res, _, err := NewEstate(time.Second, member(t, "a", source(), clk, &fakeReader{vms: vms})).Find(context.Background(), n)
+		if err != nil || res.VM == nil || res.Outcome != node.OutcomeMatched {
+			t.Errorf("%s: Find = %+v, %v; want a match", name, res, err)
+		}
 	}
 }
 
