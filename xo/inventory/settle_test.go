@@ -176,3 +176,83 @@ func TestScopeNameSurvivesDisconnection(t *testing.T) {
 		t.Fatalf("the scope lost its pool: filter %q", f)
 	}
 }
+
+// TestReconnectionBetweenListings: XO loses pool A and reconnects it between two listings
+// (polling, or the event stream down meanwhile), so no listing sees it disconnected. The next
+// listing sees the server connected without the pool object, as XO reports it before loading
+// the pool: the pool's connection starts over there. One settle time later the pool is back
+// with one VM of two: the VM still loading must not count as absent.
+func TestReconnectionBetweenListings(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := source()
+	inv := newInventory(src, clk)
+	settled(t, inv, clk)
+
+	all := src.vms
+	src.mu.Lock()
+	src.vms, src.pools, src.hosts = nil, nil, nil // the server still "connected": reconnecting
+	src.mu.Unlock()
+	reconnecting := clk.Now()
+	if s := relist(t, inv); s.PoolConnected(poolA) || s.Complete() || !s.Settling() {
+		t.Fatal("a server connected without its pool object must not be trusted")
+	}
+
+	src.mu.Lock()
+	src.pools, src.hosts = source().pools, source().hosts
+	src.vms = all[:1] // vm2 not loaded yet
+	src.mu.Unlock()
+	clk.Step(testSettle / 2)
+	if s := relist(t, inv); s.PoolConnected(poolA) {
+		t.Fatal("trusted within the settle time of the listing that saw the pool reconnecting")
+	} else if _, ok := s.AbsenceWait(vm2, poolA); ok {
+		t.Fatal("the VM not loaded yet counts as absent from an untrusted pool")
+	}
+	clk.Step(testSettle / 2)
+	s := relist(t, inv)
+	if !s.PoolConnected(poolA) {
+		t.Fatal("the pool must be trusted at the first listing one settle time after it reconnected")
+	}
+	if c := s.conn[poolA]; !c.since.Equal(reconnecting) {
+		t.Fatalf("connected since %v, want the listing that saw it reconnecting (%v)", c.since, reconnecting)
+	}
+	if wait, ok := s.AbsenceWait(vm2, poolA); ok && wait == 0 {
+		t.Fatalf("the VM still loading counts as absent: AbsenceWait = %v", wait)
+	}
+}
+
+// TestReconnectedPoolObjectByEvent: after a listing saw the server connected without the pool
+// object, the object arrives by event. The pool's settle time counts from that listing; a
+// listing begun after it makes the pool trusted, none before.
+func TestReconnectedPoolObjectByEvent(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := source()
+	inv := newInventory(src, clk)
+	settled(t, inv, clk)
+
+	all := src.vms
+	src.mu.Lock()
+	src.vms, src.pools, src.hosts = nil, nil, nil
+	src.mu.Unlock()
+	reconnecting := clk.Now()
+	relist(t, inv)
+
+	clk.Step(testSettle / 2)
+	src.mu.Lock()
+	src.vms, src.pools, src.hosts = all, source().pools, source().hosts
+	src.mu.Unlock()
+	inv.apply(xo.Event{Type: xo.EventAdd, Pool: &xo.Pool{ID: poolA, NameLabel: "pool-a"}})
+	for i := range all {
+		inv.apply(xo.Event{Type: xo.EventAdd, VM: &all[i]})
+	}
+	if s := inv.Snapshot(); s.PoolConnected(poolA) || !s.nextTrust().Equal(reconnecting.Add(testSettle)) {
+		t.Fatalf("pool object added by event: trusted=%v, next trust %v; want untrusted until %v",
+			s.PoolConnected(poolA), s.nextTrust(), reconnecting.Add(testSettle))
+	}
+	if s := relist(t, inv); s.PoolConnected(poolA) {
+		t.Fatal("trusted within the settle time")
+	}
+	clk.Step(testSettle / 2)
+	if s := relist(t, inv); !s.PoolConnected(poolA) || s.VM(vm2) == nil {
+		t.Fatal("the pool must be trusted at the first listing after its settle time")
+	}
+}

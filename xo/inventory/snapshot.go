@@ -41,7 +41,9 @@ type Snapshot struct {
 
 // poolConn is a pool's connection state.
 type poolConn struct {
-	// since is when the inventory first saw XO report the pool's server connected.
+	// since is when the inventory first saw XO report the pool's server connected, counted
+	// from the last listing that saw the server connected without the pool object (XO
+	// reconnecting it).
 	since time.Time
 	// trusted is when a full listing that started at least the settle time after since saw
 	// the pool and its server connected; zero until then.
@@ -456,6 +458,12 @@ func fromListing(inv *Inventory, l *listing, sc *scope, old *Snapshot, start, at
 			s.counted = append(s.counted, id)
 		}
 		c := old.conn[id]
+		if s.pools[id] == nil {
+			// XO reports a server connected before it has loaded the pool: the pool is
+			// (re)connecting, whether or not a listing saw it disconnected (the whole outage
+			// may fall between two listings), so its connection starts over.
+			c = poolConn{}
+		}
 		if c.since.IsZero() {
 			c.since = start
 		}
