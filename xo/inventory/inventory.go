@@ -46,8 +46,8 @@ type Options struct {
 	ResyncPeriod time.Duration
 	// PollPeriod is the relist period without an event stream. Default 30s.
 	PollPeriod time.Duration
-	// StaleAfter is the age past which a listing, with no working event stream, no longer
-	// counts as current. Default 3m.
+	// StaleAfter is the age past which a listing no longer counts as current, unless the event
+	// stream is up and was relisted after it subscribed. Default 3m.
 	StaleAfter time.Duration
 	// StreamIdleTimeout breaks an event stream that sends nothing (XO pings every 30 s).
 	// Default 75s.
@@ -98,6 +98,12 @@ type Inventory struct {
 	handlers   []func(Change)
 
 	streaming atomic.Bool
+	// subscriptions counts the event stream's subscriptions; listedAfter is the count when the
+	// last successful relist began. The stream keeps the inventory current only once a relist
+	// begun after its subscription has succeeded: what changed while it was down is only in a
+	// listing.
+	subscriptions, listedAfter atomic.Uint64
+
 	lastErr   atomic.Pointer[errBox]
 	synced    chan struct{}
 	syncOnce  sync.Once
@@ -193,8 +199,13 @@ func (i *Inventory) ReadyCheck(_ any) error {
 	return nil
 }
 
+// fresh reports whether the inventory is current: the event stream is up and a relist begun
+// after it subscribed has succeeded, or the last listing (at listedAt) is younger than
+// StaleAfter.
 func (i *Inventory) fresh(listedAt time.Time) bool {
-	return i.streaming.Load() || i.opts.Clock.Since(listedAt) < i.opts.StaleAfter
+	// subscriptions grows before streaming is set: a stream seen up has its count there.
+	streamed := i.streaming.Load() && i.listedAfter.Load() == i.subscriptions.Load()
+	return streamed || i.opts.Clock.Since(listedAt) < i.opts.StaleAfter
 }
 
 // Start lists XO and keeps the inventory current until ctx ends.
@@ -268,6 +279,7 @@ func (i *Inventory) streamLoop(ctx context.Context) {
 			Ready: func() {
 				connected = true
 				failures = 0
+				i.subscriptions.Add(1)
 				i.streaming.Store(true)
 				i.metrics.streamUp.Set(1)
 				i.log.V(1).Info("XO event stream subscribed")
@@ -319,6 +331,7 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	i.relistMu.Lock()
 	defer i.relistMu.Unlock()
 	start := i.opts.Clock.Now()
+	subscriptions := i.subscriptions.Load()
 	i.mu.Lock()
 	i.touched = map[string]struct{}{}
 	i.mu.Unlock()
@@ -377,6 +390,7 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	}
 	next.scope = sc
 	i.touched = nil
+	i.listedAfter.Store(subscriptions)
 	i.snap.Store(next)
 	i.mu.Unlock()
 

@@ -327,3 +327,60 @@ func TestStartWithoutStream(t *testing.T) {
 		t.Fatal("cancel must not count as a refresh error")
 	}
 }
+
+// readyWatch is a source whose event stream subscribes at once and then stays up, silent.
+type readyWatch struct{ *fakeSource }
+
+func (r readyWatch) Watch(ctx context.Context, o xo.WatchOptions, _ func(xo.Event)) error {
+	if o.Ready != nil {
+		o.Ready()
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestStreamCurrentOnlyOnceRelistedAfterSubscribing: the event stream (re)subscribes and the
+// relist that follows fails. What changed while the stream was down is only in a listing, so
+// the snapshot listed before counts as current only until StaleAfter, stream or not; once a
+// relist succeeds, the stream keeps it current.
+func TestStreamCurrentOnlyOnceRelistedAfterSubscribing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := source()
+	inv := New(readyWatch{src}, Options{Clock: clk, Log: logr.Discard(), StaleAfter: time.Minute, SettleTime: testSettle})
+	settled(t, inv, clk) // listed before the stream subscribed
+	src.mu.Lock()
+	src.err = &xo.Error{Kind: xo.KindServerError, Op: "list vms", StatusCode: 503}
+	src.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = inv.Start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for inv.LastError() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the relist that follows the subscription did not run")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !inv.Streaming() {
+		t.Fatal("test setup: the stream is not up")
+	}
+	if s := inv.Snapshot(); !s.Complete() {
+		t.Fatal("a listing younger than StaleAfter must count as current")
+	}
+	clk.Step(10 * time.Minute)
+	if s := inv.Snapshot(); s.Fresh() || s.Complete() {
+		t.Fatal("a snapshot listed before the subscription, whose relist failed, counts as current past StaleAfter")
+	}
+
+	src.mu.Lock()
+	src.err = nil
+	src.mu.Unlock()
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(10 * time.Minute)
+	if s := inv.Snapshot(); !s.Fresh() || !s.Complete() {
+		t.Fatal("relisted after the subscription, the stream must keep the inventory current")
+	}
+}
