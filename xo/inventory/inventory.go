@@ -245,7 +245,8 @@ func (i *Inventory) relistLoop(ctx context.Context) {
 		if !i.HasSynced() && failures == 0 && i.opts.DisableEventStream {
 			wait = 0
 		}
-		// A pool that (re)connected becomes trusted at the first listing after its settle time.
+		// A pool that (re)connected becomes trusted at the first listing after its settle time,
+		// once XO shows its pool object (nextTrust leaves out the pools without one).
 		if next := i.Snapshot().nextTrust(); !next.IsZero() && failures == 0 {
 			wait = min(wait, max(0, next.Sub(i.opts.Clock.Now()))+10*time.Millisecond)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -382,5 +383,59 @@ func TestStreamCurrentOnlyOnceRelistedAfterSubscribing(t *testing.T) {
 	clk.Step(10 * time.Minute)
 	if s := inv.Snapshot(); !s.Fresh() || !s.Complete() {
 		t.Fatal("relisted after the subscription, the stream must keep the inventory current")
+	}
+}
+
+// countingSource counts full listings (one servers listing each).
+type countingSource struct {
+	*fakeSource
+	lists atomic.Int32
+}
+
+func (c *countingSource) ListServers(ctx context.Context, fn func(*xo.Server)) error {
+	c.lists.Add(1)
+	return c.fakeSource.ListServers(ctx, fn)
+}
+
+// TestPoolWithoutObjectDoesNotDriveRelists: XO lists a server connected to pool B without
+// listing the pool object (B still loading, or hidden from the token). Such a pool cannot
+// become trusted, so the relist loop keeps its period instead of relisting as soon as B's
+// settle time is past; once B's object arrives by event, B is trusted at the first listing
+// after its settle time, long before the next period.
+func TestPoolWithoutObjectDoesNotDriveRelists(t *testing.T) {
+	src := &countingSource{fakeSource: source()}
+	src.servers = append(src.servers, xo.Server{ID: "s2", PoolID: poolB, Status: xo.ServerConnected})
+	const settle = 50 * time.Millisecond
+	inv := New(src, Options{Log: logr.Discard(), SettleTime: settle, PollPeriod: time.Hour, DisableEventStream: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = inv.Start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-inv.Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("inventory did not sync")
+	}
+	// Past the first listings and the one that trusts pool A, the loop waits for its period.
+	time.Sleep(10 * settle)
+	before := src.lists.Load()
+	time.Sleep(10 * settle)
+	if n := src.lists.Load() - before; n > 0 {
+		t.Fatalf("%d listings within %v (poll period 1h): pool B, connected without its object, drives the relist loop", n, 10*settle)
+	}
+	if s := inv.Snapshot(); !s.PoolConnected(poolA) || s.PoolConnected(poolB) || !s.Settling() {
+		t.Fatal("pool A must be trusted, pool B (no pool object) not")
+	}
+
+	src.mu.Lock()
+	src.pools = append(src.pools, xo.Pool{ID: poolB, NameLabel: "pool-b"})
+	src.mu.Unlock()
+	inv.apply(xo.Event{Type: xo.EventAdd, Pool: &xo.Pool{ID: poolB, NameLabel: "pool-b"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for !inv.Snapshot().PoolConnected(poolB) {
+		if time.Now().After(deadline) {
+			t.Fatal("pool B, its object added by event, is not trusted after its settle time")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

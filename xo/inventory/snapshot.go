@@ -168,14 +168,24 @@ func (s *Snapshot) Synced() bool { return !s.listedAt.IsZero() }
 func (s *Snapshot) Len() int { return s.vms.len() }
 
 // Settling reports whether a pool XO reports connected is not trusted yet.
-func (s *Snapshot) Settling() bool { return !s.nextTrust().IsZero() }
-
-// nextTrust returns when the earliest connected, untrusted pool may become trusted; zero when
-// there is none.
-func (s *Snapshot) nextTrust() time.Time {
-	var next time.Time
+func (s *Snapshot) Settling() bool {
 	for _, c := range s.conn {
 		if c.trusted.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// nextTrust returns when the earliest connected, untrusted pool whose pool object the snapshot
+// holds may become trusted; zero when there is none. A pool XO reports connected without its
+// object (still loading, or hidden from the token) cannot become trusted at a listing, and
+// each listing that sees it so starts its connection over: it must not make the relist loop
+// list again and again. Its object arrives in a listing, or by an event that triggers one.
+func (s *Snapshot) nextTrust() time.Time {
+	var next time.Time
+	for id, c := range s.conn {
+		if c.trusted.IsZero() && s.pools[id] != nil {
 			if t := c.since.Add(s.inv.opts.SettleTime); next.IsZero() || t.Before(next) {
 				next = t
 			}
