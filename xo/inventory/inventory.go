@@ -491,9 +491,14 @@ func (i *Inventory) apply(ev xo.Event) {
 		}
 		ch, key = Change{Kind: PoolChanged, ID: id}, "p/"+id
 		b.putPool(id, unless(remove, ev.Pool))
-		if remove {
+		switch {
+		case remove:
 			// XO removes a pool's objects when it loses the connection to it.
 			b.disconnect(id)
+		case cur.pools[id] == nil:
+			// XO loads a (re)connected pool's objects after reporting its server connected:
+			// the pool was loading until now.
+			b.reconnect(id)
 		}
 	default:
 		i.mu.Unlock()

@@ -42,8 +42,8 @@ type Snapshot struct {
 // poolConn is a pool's connection state.
 type poolConn struct {
 	// since is when the inventory first saw XO report the pool's server connected, counted
-	// from the last listing that saw the server connected without the pool object (XO
-	// reconnecting it).
+	// from the last time it saw the server connected without the pool object (XO reconnecting
+	// it): a listing, or the event that brought the object.
 	since time.Time
 	// trusted is when a full listing that started at least the settle time after since saw
 	// the pool and its server connected; zero until then.
@@ -396,6 +396,19 @@ func (b *builder) disconnect(poolID string) {
 		b.connCopied = true
 	}
 	delete(b.s.conn, poolID)
+}
+
+// reconnect records that XO shows the object of a pool whose server a listing saw connected
+// without it: the pool was still loading until now, so its connection counts from now.
+func (b *builder) reconnect(poolID string) {
+	if _, ok := b.s.conn[poolID]; !ok {
+		return
+	}
+	if !b.connCopied {
+		b.s.conn = maps.Clone(b.s.conn)
+		b.connCopied = true
+	}
+	b.s.conn[poolID] = poolConn{since: b.now}
 }
 
 // scope is the set of pools an XO server's inventory keeps: nil means every pool.
