@@ -140,8 +140,9 @@ func (s *Snapshot) RemovedRecently(key string) bool {
 
 // Complete reports whether the snapshot can be trusted to hold every VM in scope: a listing
 // succeeded, the data is fresh (the event stream is up and a relist begun after it subscribed
-// has succeeded, or the last listing is younger than the staleness limit), and every pool that counts is connected and trusted — the pools of
-// the scope when one is set, else the pools of every enabled server entry. Matches by name or
+// has succeeded, or the last listing is younger than the staleness limit), and every pool
+// that counts is connected and trusted — the pools of the scope when one is set, else the
+// pools of every enabled server entry. Matches by name or
 // address need it; a VM absent from an incomplete snapshot may simply be in a pool XO cannot
 // see.
 func (s *Snapshot) Complete() bool {
