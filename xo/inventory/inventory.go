@@ -370,6 +370,7 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	old := i.snap.Load()
 	now := i.opts.Clock.Now()
 	next := fromListing(i, l, sc, old, start, now)
+	carryLastPools(next, old)
 	// Events newer than the listing win over it.
 	if len(i.touched) > 0 {
 		b := ownBuilder(next, now)

@@ -30,6 +30,8 @@ type Snapshot struct {
 	// the names and addresses they had, both with when they left.
 	tombs   map[string]time.Time
 	removed map[string]time.Time
+	// lastPools holds, for the VMs that left the inventory, the pool each was in (see LastPool).
+	lastPools map[string]string
 	// hostNames and poolNames count the hosts and pools of each name.
 	hostNames, poolNames map[string]int
 	// scope is the pool scope the last listing resolved (nil: every pool).
@@ -243,6 +245,7 @@ type builder struct {
 	byName, byAddr           *shardedWriter[[]*xo.VM]
 	hostsCopied, poolsCopied bool
 	connCopied, tombsCopied  bool
+	lastPoolsCopied          bool
 }
 
 func newBuilder(base *Snapshot, now time.Time) *builder {
@@ -304,6 +307,7 @@ func (b *builder) putVM(id string, vm *xo.VM) {
 		b.copyTombs()
 		delete(b.s.tombs, id)
 	}
+	b.forgetPool(id)
 	b.vms.set(id, vm)
 	index(b.byName, vm.NameLabel, vm)
 	for _, a := range vmAddresses(vm) {
@@ -311,10 +315,11 @@ func (b *builder) putVM(id string, vm *xo.VM) {
 	}
 }
 
-// bury records that vm left the inventory now.
+// bury records that vm left the inventory now, and the pool it left from (see LastPool).
 func (b *builder) bury(vm *xo.VM) {
 	b.copyTombs()
 	b.s.tombs[vm.ID] = b.now
+	b.recordPool(vm)
 	b.s.removed[vm.NameLabel] = b.now
 	for _, a := range vmAddresses(vm) {
 		b.s.removed[a] = b.now
