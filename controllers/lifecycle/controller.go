@@ -6,12 +6,14 @@
 // It follows k8s.io/cloud-provider's node-lifecycle controller, with one deliberate difference:
 // XO forgets every VM of a pool it lost the connection to and then answers "no such VM" for
 // each, and on reconnection reports the pool connected before its VMs are loaded, so a 404
-// alone proves nothing. A Node is deleted only when an XO server with a current inventory has
-// the VM's pool connected and settled (see inventory.Snapshot.PoolConnected), the VM has been
-// absent from it for the settle time, a direct read of that server answers "no such VM", and
-// it confirms, by a direct read of the pool and of its servers, that it still holds the pool.
-// Other servers and other pools play no part: a server that is down delays nothing here. Any
-// error or doubt leaves the Node in place.
+// alone proves nothing. A Node is deleted only when, for every pool the VM may be in (the one
+// its providerID names, the one in its pool_id label, the one the inventory saw it leave from:
+// a VM can move to another pool while its providerID keeps the first), an XO server with a
+// current inventory has the pool connected and settled (see inventory.Snapshot.PoolConnected),
+// the VM has been absent from it for the settle time, a direct read of that server answers "no
+// such VM", and it confirms, by a direct read of the pool and of its servers, that it still
+// holds the pool. Other servers and other pools play no part: a server that is down delays
+// nothing here. Any error or doubt leaves the Node in place.
 package lifecycle
 
 import (
@@ -197,7 +199,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// NotReady, and the VM is not in the inventory: is it gone?
-	reason, why, wait := r.confirmGone(ctx, view, poolID, vmID)
+	reason, why, wait := r.confirmGone(ctx, &n, view, poolID, vmID)
 	switch {
 	case reason == refusedSettling:
 		deletionsRefused.WithLabelValues(reason).Inc()
@@ -252,58 +254,111 @@ func xoReason(err error) string {
 
 // confirmGone returns "" when the VM is confirmed gone from XO, else the reason (a metric label
 // value) and a sentence saying why not; with refusedSettling, wait is how much longer the
-// absence must last. The inventory checks come first: they cost nothing, and XO is only asked
-// once they all pass, and only the server that serves the pool.
-func (r *Reconciler) confirmGone(ctx context.Context, view *inventory.View, poolID, vmID string) (reason, why string, wait time.Duration) {
+// absence must last. Every pool the VM may be in (poolsOf) must vouch for its absence: XO drops
+// the VMs of a pool it lost, so after a move to another pool the pool the providerID names
+// proves nothing alone. The inventory checks come first: they cost nothing, and XO is only
+// asked once they all pass, and only the servers that serve those pools.
+func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inventory.View, poolID, vmID string) (reason, why string, wait time.Duration) {
 	if !r.estate.HasSynced() {
 		return refusedNotSynced, "the XO inventory has not been listed yet", 0
 	}
 	if poolID == "" {
 		return refusedPoolUnknown, "the Node names no pool (providerID without a pool, no pool label)", 0
 	}
-	snap := view.ForPool(poolID)
-	if snap == nil {
-		why := fmt.Sprintf("no XO server holds a current, settled connection to pool %s (disconnected, reconnecting, out of scope, or XO cannot be listed): XO forgets the VMs of a pool it cannot reach", poolID)
-		if err := r.estate.LastError(); err != nil {
-			why += ": " + err.Error()
-		}
-		return refusedPoolDisconnected, why, 0
+	// The servers to ask, each with the pools it vouches for.
+	type server struct {
+		snap  *inventory.Snapshot
+		pools []string
 	}
-	switch wait, ok := snap.AbsenceWait(vmID, poolID); {
-	case !ok:
-		return refusedVMExists, "the XO inventory has the VM", 0
-	case wait > 0:
+	var servers []*server
+	for _, pool := range poolsOf(n, view, poolID, vmID) {
+		snap := view.ForPool(pool)
+		if snap == nil {
+			why := fmt.Sprintf("no XO server holds a current, settled connection to pool %s (disconnected, reconnecting, out of scope, or XO cannot be listed): XO forgets the VMs of a pool it cannot reach", pool)
+			if pool != poolID {
+				why = fmt.Sprintf("the VM was last seen in pool %s, not the providerID's pool %s, and ", pool, poolID) + why
+			}
+			if err := r.estate.LastError(); err != nil {
+				why += ": " + err.Error()
+			}
+			return refusedPoolDisconnected, why, 0
+		}
+		w, ok := snap.AbsenceWait(vmID, pool)
+		if !ok {
+			return refusedVMExists, "the XO inventory has the VM", 0
+		}
+		wait = max(wait, w)
+		if i := slices.IndexFunc(servers, func(s *server) bool { return s.snap == snap }); i >= 0 {
+			servers[i].pools = append(servers[i].pools, pool)
+		} else {
+			servers = append(servers, &server{snap: snap, pools: []string{pool}})
+		}
+	}
+	if wait > 0 {
 		return refusedSettling, "the VM left the XO inventory less than the settle time ago", wait
 	}
+	for _, s := range servers {
+		if reason, why := r.confirmGoneOn(ctx, view.ReaderFor(s.snap), s.pools, vmID); reason != "" {
+			return reason, why, 0
+		}
+	}
+	return "", "", 0
+}
 
-	xoc := view.ReaderFor(snap)
+// poolsOf returns the pools the Node's VM may be in, poolID (the providerID's, else the labels')
+// first: a providerID never changes, while a VM can move to another pool. Also the pool in the
+// Node's pool_id label (cloud-node-label-sync moves it with the VM, and it outlives this
+// process) and the pools the inventory saw the VM leave from (inventory.View.LastPools).
+func poolsOf(n *corev1.Node, view *inventory.View, poolID, vmID string) []string {
+	pools := []string{poolID}
+	add := func(id string) {
+		if id = strings.ToLower(id); id != "" && !slices.Contains(pools, id) {
+			pools = append(pools, id)
+		}
+	}
+	if id, ok := node.NormalizeUUID(n.Labels[node.LabelPoolID]); ok {
+		add(id)
+	}
+	for _, id := range view.LastPools(vmID) {
+		add(id)
+	}
+	return pools
+}
+
+// confirmGoneOn asks one XO server directly: it must answer "no such VM", still hold each of
+// the pools, and list a connected, enabled server entry for each.
+func (r *Reconciler) confirmGoneOn(ctx context.Context, xoc inventory.Reader, pools []string, vmID string) (reason, why string) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.XOTimeout)
 	defer cancel()
 	vm, err := xoc.GetVM(ctx, vmID)
 	switch {
 	case err == nil && vm != nil:
-		return refusedVMExists, "XO still has the VM (the inventory lags behind, or the VM left the scope)", 0
+		return refusedVMExists, "XO still has the VM (the inventory lags behind, or the VM left the scope)"
 	case err == nil:
-		return refusedXOErrorPrefix + "unknown", "XO answered the VM read without a VM", 0
+		return refusedXOErrorPrefix + "unknown", "XO answered the VM read without a VM"
 	case !xo.IsNotFound(err):
-		return xoReason(err), "cannot read the VM from XO: " + err.Error(), 0
+		return xoReason(err), "cannot read the VM from XO: " + err.Error()
 	}
-	if _, err := xoc.GetPool(ctx, poolID); err != nil {
-		return xoReason(err), fmt.Sprintf("cannot read pool %s from XO: %v", poolID, err), 0
+	for _, pool := range pools {
+		if _, err := xoc.GetPool(ctx, pool); err != nil {
+			return xoReason(err), fmt.Sprintf("cannot read pool %s from XO: %v", pool, err)
+		}
 	}
-	connected := false
+	connected := map[string]bool{}
 	err = xoc.ListServers(ctx, func(s *xo.Server) {
-		if s.IsEnabled() && s.Status == xo.ServerConnected && strings.EqualFold(s.PoolID, poolID) {
-			connected = true
+		if s.IsEnabled() && s.Status == xo.ServerConnected {
+			connected[strings.ToLower(s.PoolID)] = true
 		}
 	})
-	switch {
-	case err != nil:
-		return xoReason(err), "cannot list XO's pool connections: " + err.Error(), 0
-	case !connected:
-		return refusedPoolDisconnected, fmt.Sprintf("XO lists no connected server for pool %s", poolID), 0
+	if err != nil {
+		return xoReason(err), "cannot list XO's pool connections: " + err.Error()
 	}
-	return "", "", 0
+	for _, pool := range pools {
+		if !connected[pool] {
+			return refusedPoolDisconnected, fmt.Sprintf("XO lists no connected server for pool %s", pool)
+		}
+	}
+	return "", ""
 }
 
 // delete deletes a Node whose VM is confirmed gone. The preconditions make the API server refuse

@@ -798,3 +798,87 @@ func TestDisconnectOrderNoDeletion(t *testing.T) {
 		t.Fatal("Node of a VM really deleted after the reconnection kept")
 	}
 }
+
+// TestVMMovedToALostPoolNoDeletion: a VM moves to pool B (XAPI keeps its uuid; its providerID
+// keeps pool A). XO then loses B and drops its VMs, and the Node goes NotReady. Pool A is
+// connected and settled and the VM absent from it, but only B can vouch for the VM: the Node
+// stays until B is back. A VM deleted for good once both pools are settled still goes.
+func TestVMMovedToALostPoolNoDeletion(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	poolB := f.X.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+	hostB := f.X.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b1"})
+	f.WaitInventory("pool B trusted", func(s *inventory.Snapshot) bool { return s.PoolConnected(poolB) })
+
+	vm := f.addVM("mover", running)
+	n := f.createNode("w", vm, false)
+	if err := f.Sim.Migrate(vm, hostB); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("VM in pool B", func(s *inventory.Snapshot) bool { v := s.VM(vm); return v != nil && v.PoolID == poolB })
+	f.reconcile(n.Name)
+	if !f.Exists(n.Name) {
+		t.Fatal("Node of a running, migrated VM deleted")
+	}
+
+	if err := f.Sim.DisconnectPool(poolB); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool B dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolConnected(poolB) })
+	// Past the VM's tombstone, pool A alone would vouch for its absence.
+	time.Sleep(2 * f.SettleTime)
+	f.Relist()
+	if f.reconcileUntilGone(n.Name, 3*time.Second) {
+		t.Fatal("Node deleted while its VM's pool (B) is disconnected: the absence was vouched for by the providerID's pool A")
+	}
+	ev := f.Rec.Find(n.Name, ReasonVMGoneUnconfirmed)
+	if len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Note, poolB) {
+		t.Fatalf("want a %s event naming pool B, got %+v", ReasonVMGoneUnconfirmed, ev)
+	}
+
+	if err := f.Sim.ReconnectPool(poolB); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool B back", func(s *inventory.Snapshot) bool { return s.VM(vm) != nil && s.PoolConnected(poolB) })
+	f.reconcile(n.Name)
+	if !f.Exists(n.Name) {
+		t.Fatal("Node deleted once pool B is back with the VM")
+	}
+	if err := f.Sim.RemoveVM(vm); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+	if !f.reconcileUntilGone(n.Name, 5*time.Second) {
+		t.Fatal("Node of a VM deleted from pool B kept")
+	}
+	if f.Sim.RequestCount("GET", "/rest/v0/pools/"+poolB) == 0 {
+		t.Error("pool B was not checked directly before the deletion")
+	}
+}
+
+// TestPoolLabelKeepsNodeOfAVMInALostPool: the same move, seen by an inventory started after XO
+// lost pool B (the controller restarted): it never saw the VM, but the Node's pool_id label,
+// which cloud-node-label-sync moved with the VM, names B, and B cannot vouch.
+func TestPoolLabelKeepsNodeOfAVMInALostPool(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	poolB := f.X.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+	hostB := f.X.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b1"})
+	vm := f.addVM("mover", running)
+	if err := f.Sim.Migrate(vm, hostB); err != nil {
+		t.Fatal(err)
+	}
+	n := f.createNode("w", vm, false, testenv.WithLabels(map[string]string{node.LabelPoolID: poolB}))
+	if err := f.Sim.DisconnectPool(poolB); err != nil {
+		t.Fatal(err)
+	}
+	restarted := f.X.StartInventory(t, inventory.Options{SettleTime: f.SettleTime, PollPeriod: time.Second, StreamIdleTimeout: 700 * time.Millisecond})
+	f.r = f.newReconciler(inventory.NewEstate(0, inventory.Member{Inventory: restarted, XO: f.Client}))
+	if s := restarted.Snapshot(); s.VM(vm) != nil || s.PoolConnected(poolB) || !s.PoolConnected(f.Pool) {
+		t.Fatal("test setup: the restarted inventory must have pool A settled, and neither pool B nor the VM")
+	}
+	if f.reconcileUntilGone(n.Name, 2*time.Second) {
+		t.Fatal("Node deleted while the pool in its pool_id label is disconnected")
+	}
+	if ev := f.Rec.Find(n.Name, ReasonVMGoneUnconfirmed); len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Note, poolB) {
+		t.Errorf("want a %s event naming pool B, got %+v", ReasonVMGoneUnconfirmed, ev)
+	}
+}
