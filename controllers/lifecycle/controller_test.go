@@ -882,3 +882,39 @@ func TestPoolLabelKeepsNodeOfAVMInALostPool(t *testing.T) {
 		t.Errorf("want a %s event naming pool B, got %+v", ReasonVMGoneUnconfirmed, ev)
 	}
 }
+
+// TestNoTaintFromAStaleInventory: XO becomes unreachable while the VM is Halted and its Node
+// Ready; the VM is then started (the controller cannot see it) and the Node goes NotReady (a
+// network partition, say). The inventory's last, Halted copy must not taint the Node: the
+// out-of-service NoExecute taint would force-detach the volumes of a running machine. Once XO
+// answers again, its Running state leaves the Node untainted.
+func TestNoTaintFromAStaleInventory(t *testing.T) {
+	f := newFixture(t, fixtureOptions{outOfService: true, xo: testenv.FixtureOptions{Inventory: inventory.Options{StaleAfter: 300 * time.Millisecond}}})
+	vm := f.addVM("stale-oos", halted)
+	n := f.createNode("w", vm, true)
+	f.reconcile(n.Name)
+
+	restore := f.Refuse()
+	time.Sleep(500 * time.Millisecond)
+	if f.Inventory.Snapshot().Fresh() {
+		t.Fatal("setup: inventory still fresh")
+	}
+	if err := f.Sim.SetPowerState(vm, running); err != nil {
+		t.Fatal(err)
+	}
+	f.SetReady(n.Name, false)
+	f.reconcile(n.Name)
+	if got := f.Get(n.Name).Spec.Taints; node.HasTaint(got, node.TaintOutOfService, "") || node.HasTaint(got, node.TaintShutdown, "") {
+		t.Fatalf("taints put from a stale inventory (XO unreachable) on a Node whose VM runs: %v", got)
+	}
+
+	restore()
+	f.WaitInventory("XO back", func(s *inventory.Snapshot) bool {
+		v := s.VM(vm)
+		return s.Fresh() && v != nil && v.PowerState == running
+	})
+	f.reconcile(n.Name)
+	if got := f.Get(n.Name).Spec.Taints; node.HasTaint(got, node.TaintOutOfService, "") || node.HasTaint(got, node.TaintShutdown, "") {
+		t.Fatalf("Node of a running VM tainted: %v", got)
+	}
+}
