@@ -290,7 +290,7 @@ func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inve
 		if snap == nil {
 			why := fmt.Sprintf("no XO server holds a current, settled connection to pool %s (disconnected, reconnecting, out of scope, or XO cannot be listed): XO forgets the VMs of a pool it cannot reach", pool)
 			if pool != poolID {
-				why = fmt.Sprintf("the VM was last seen in pool %s, not the providerID's pool %s, and ", pool, poolID) + why
+				why = fmt.Sprintf("the VM may be in pool %s (the Node's pool_id label, or the pool XO last had it in), not only in the providerID's pool %s, and ", pool, poolID) + why
 			}
 			if err := r.estate.LastError(); err != nil {
 				why += ": " + err.Error()
