@@ -254,6 +254,9 @@ var renderCases = map[string]renderCase{
 		if pdb.Spec.MinAvailable.IntValue() != 2 {
 			t.Errorf("PDB minAvailable = %s, want 2", pdb.Spec.MinAvailable.String())
 		}
+		if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.IfHealthyBudget {
+			t.Errorf("PDB unhealthyPodEvictionPolicy = %v, want the values' IfHealthyBudget", p)
+		}
 		sm := o.find("ServiceMonitor", chartName)
 		if sm == nil {
 			t.Fatalf("no ServiceMonitor; have %v", o.kinds())
@@ -375,6 +378,12 @@ func checkDefaults(t *testing.T, o objects) {
 	pdb := decode[policyv1.PodDisruptionBudget](t, o, "PodDisruptionBudget", chartName)
 	if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(1) {
 		t.Errorf("PDB minAvailable = %v, want 1", pdb.Spec.MinAvailable)
+	}
+	// While no replica is Ready (a wrong token, XO down: readiness waits for the first XO
+	// listing), the default IfHealthyBudget would refuse every eviction, and a drain of their
+	// nodes would hang forever.
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("PDB unhealthyPodEvictionPolicy = %v, want AlwaysAllow", p)
 	}
 	if o.find("ServiceMonitor", chartName) != nil {
 		t.Error("ServiceMonitor rendered by default")
