@@ -892,6 +892,7 @@ func TestRenderRejects(t *testing.T) {
 		"caBundle without existingSecret": {[]string{"webhook.certificates.existingSecret.caBundle=QQ=="}, "caBundle"},
 		"issuerRef when self-managed":     {[]string{"webhook.certificates.mode=selfManaged", "certManager.issuerRef.name=ca"}, "certManager.issuerRef is set but webhook.certificates.mode is selfManaged"},
 		"self-managed flag in args":       {[]string{"extraArgs[0]=--webhook-certs=self-managed"}, "use webhook.certificates.mode"},
+		"tokenFile and tokenSecretRef":    {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].tokenFile=/t/token", "config.clusters[0].tokenSecretRef.name=s", "config.clusters[0].tokenSecretRef.key=token"}, "config.clusters[0]: set tokenFile or tokenSecretRef, not both"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -388,8 +388,8 @@ folder per Secret.
 {{/*
 xoccm.config renders .Values.config for the config Secret. In the clusters list form every token
 comes from a Secret: an entry's tokenSecretRef {name, key} becomes a tokenFile in the mounted
-Secret, and a plain token in an entry is refused (the single-server form keeps token for
-compatibility with the upstream chart).
+Secret (refused beside a tokenFile of the entry's own), and a plain token in an entry is refused
+(the single-server form keeps token for compatibility with the upstream chart).
 */}}
 {{- define "xoccm.config" -}}
 {{- $cfg := deepCopy (.Values.config | default dict) -}}
@@ -398,6 +398,9 @@ compatibility with the upstream chart).
 {{- range $i, $c := $cfg.clusters -}}
 {{- if hasKey $c "token" -}}
 {{- fail (printf "config.clusters[%d].token: keep XO tokens out of values: put it in a Secret and set config.clusters[%d].tokenSecretRef {name, key}" $i $i) -}}
+{{- end -}}
+{{- if and $c.tokenSecretRef $c.tokenFile -}}
+{{- fail (printf "config.clusters[%d]: set tokenFile or tokenSecretRef, not both (tokenSecretRef becomes the entry's tokenFile)" $i) -}}
 {{- end -}}
 {{- $entry := omit $c "tokenSecretRef" -}}
 {{- with $c.tokenSecretRef -}}
