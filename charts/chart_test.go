@@ -855,6 +855,11 @@ func TestRenderRejects(t *testing.T) {
 		"leader-elect in args":            {[]string{"extraArgs[0]=--leader-elect=false"}, "set by the chart"},
 		"lease namespace in args":         {[]string{"extraArgs[0]=--leader-elect-namespace=x"}, "set by the chart"},
 		"PDB blocking drains":             {[]string{"podDisruptionBudget.minAvailable=2"}, "less than replicaCount"},
+		"PDB of 100%":                     {[]string{"podDisruptionBudget.minAvailable=100%"}, "podDisruptionBudget.minAvailable 100% of replicaCount 2 is 2 pods: it must be less than replicaCount"},
+		"PDB percentage rounded up":       {[]string{"replicaCount=3", "podDisruptionBudget.minAvailable=67%"}, "67% of replicaCount 3 is 3 pods"},
+		"lookupTimeout of timeoutSeconds": {[]string{"webhook.timeoutSeconds=1", "webhook.lookupTimeout=1s"}, "webhook.lookupTimeout 1s must be below webhook.timeoutSeconds (1s)"},
+		"lookupTimeout in ms too long":    {[]string{"webhook.timeoutSeconds=2", "webhook.lookupTimeout=2000.5ms"}, "webhook.lookupTimeout 2000.5ms must be below webhook.timeoutSeconds (2s)"},
+		"lookupTimeout above timeout":     {[]string{"webhook.timeoutSeconds=5", "webhook.lookupTimeout=10s"}, "webhook.timeoutSeconds"},
 		"port clash":                      {[]string{"metrics.port=9443"}, "must differ"},
 		"health port clash":               {[]string{"healthProbe.port=8080"}, "must differ"},
 		"unknown value":                   {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
@@ -903,6 +908,27 @@ func TestRenderRejects(t *testing.T) {
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error does not mention %q:\n%v", c.want, err)
 			}
+		})
+	}
+}
+
+// TestRenderGuardsAccept renders the values next to what TestRenderRejects refuses, so that
+// the guards refuse no more than they must.
+func TestRenderGuardsAccept(t *testing.T) {
+	cases := map[string][]string{
+		"PDB of 50%":                      {"podDisruptionBudget.minAvailable=50%"},
+		"PDB of 66% of 3":                 {"replicaCount=3", "podDisruptionBudget.minAvailable=66%"},
+		"PDB of 0%":                       {"podDisruptionBudget.minAvailable=0%"},
+		"PDB of 100% for one replica":     {"replicaCount=1", "podDisruptionBudget.minAvailable=100%"},
+		"PDB of 100% disabled":            {"podDisruptionBudget.enabled=false", "podDisruptionBudget.minAvailable=100%"},
+		"lookupTimeout under timeout":     {"webhook.timeoutSeconds=1", "webhook.lookupTimeout=999ms"},
+		"lookupTimeout 10s of 11":         {"webhook.timeoutSeconds=11", "webhook.lookupTimeout=10s"},
+		"lookupTimeout in ns":             {"webhook.timeoutSeconds=1", "webhook.lookupTimeout=999999999ns"},
+		"lookupTimeout without a webhook": {"webhook.enabled=false", "webhook.timeoutSeconds=1", "webhook.lookupTimeout=10s"},
+	}
+	for name, set := range cases {
+		t.Run(name, func(t *testing.T) {
+			render(t, "", set...)
 		})
 	}
 }

@@ -323,7 +323,9 @@ func TestExtraArgsMatchBinaryFlags(t *testing.T) {
 
 // TestLookupTimeoutSchema checks webhook.lookupTimeout's schema against the binary's bound,
 // (0, 10s]: every value the schema accepts, the binary accepts; values outside the bound are
-// refused at render. The schema is stricter in form only (one number, one unit).
+// refused at render. The schema is stricter in form only (one number, one unit). timeoutSeconds
+// is at its maximum, 30, above every lookupTimeout, so that the chart's lookupTimeout <
+// timeoutSeconds guard (TestRenderRejects) refuses none of them.
 func TestLookupTimeoutSchema(t *testing.T) {
 	cases := map[string]bool{
 		"1s": true, "10s": true, "10.0s": true, "9.999s": true, "0.5s": true, "500ms": true, "10000ms": true,
@@ -334,7 +336,7 @@ func TestLookupTimeoutSchema(t *testing.T) {
 	}
 	for value, accepted := range cases {
 		t.Run(value, func(t *testing.T) {
-			out, err := runHelm(t, templateArgs(namespace, "", "webhook.lookupTimeout="+value)...)
+			out, err := runHelm(t, templateArgs(namespace, "", "webhook.timeoutSeconds=30", "webhook.lookupTimeout="+value)...)
 			if (err == nil) != accepted {
 				t.Fatalf("rendered %v, want %v: %v", err == nil, accepted, err)
 			}

@@ -368,8 +368,26 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- fail "webhook.port and metrics.port must differ" -}}
 {{- end -}}
 {{- $pdb := .Values.podDisruptionBudget -}}
-{{- if and $pdb.enabled (gt (int .Values.replicaCount) 1) (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) -}}
+{{- $replicas := int .Values.replicaCount -}}
+{{- if and $pdb.enabled (gt $replicas 1) -}}
+{{- $min := toString $pdb.minAvailable -}}
+{{- if hasSuffix "%" $min -}}
+{{- /* Kubernetes rounds a minAvailable percentage up: ceil(percent * replicas / 100). */ -}}
+{{- $need := div (add (mul (trimSuffix "%" $min | int) $replicas) 99) 100 -}}
+{{- if ge $need $replicas -}}
+{{- fail (printf "podDisruptionBudget.minAvailable %s of replicaCount %d is %d pods: it must be less than replicaCount (a percentage is rounded up), or no node running a replica could ever be drained" $min $replicas $need) -}}
+{{- end -}}
+{{- else if ge (int $pdb.minAvailable) $replicas -}}
 {{- fail "podDisruptionBudget.minAvailable must be less than replicaCount, or no node running a replica could ever be drained" -}}
+{{- end -}}
+{{- end -}}
+{{- $lookup := toString .Values.webhook.lookupTimeout -}}
+{{- if and .Values.webhook.enabled (regexMatch "^[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s)$" $lookup) -}}
+{{- $unit := regexReplaceAll "^[0-9.]+" $lookup "" -}}
+{{- $lookupNS := mulf (trimSuffix $unit $lookup | float64) (get (dict "ns" 1 "us" 1000 "µs" 1000 "ms" 1000000 "s" 1000000000) $unit) -}}
+{{- if ge $lookupNS (mulf (int .Values.webhook.timeoutSeconds) 1000000000) -}}
+{{- fail (printf "webhook.lookupTimeout %s must be below webhook.timeoutSeconds (%ds): the API server stops waiting for the webhook after timeoutSeconds, so its XO read must end well before; lower lookupTimeout or raise timeoutSeconds" $lookup (int .Values.webhook.timeoutSeconds)) -}}
+{{- end -}}
 {{- end -}}
 {{- $hp := int .Values.healthProbe.port -}}
 {{- if or (and .Values.webhook.enabled (eq $hp (int .Values.webhook.port))) (and .Values.metrics.enabled (eq $hp (int .Values.metrics.port))) -}}
