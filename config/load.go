@@ -347,7 +347,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
 		for i, item := range n.Content {
 			d.decode(item, v.Index(i), path.Index(i))
 		}
-	case v.Kind() == reflect.Struct || v.Kind() == reflect.Slice || n.Decode(v.Addr().Interface()) != nil:
+	case v.Kind() == reflect.Struct || v.Kind() == reflect.Slice ||
+		// Only a YAML boolean: yaml.v3 decodes the strings yes, on and y (YAML 1.1), quoted or
+		// not, into a bool as true, and would quietly turn on insecure for insecure: "yes".
+		v.Kind() == reflect.Bool && n.ShortTag() != "!!bool" ||
+		n.Decode(v.Addr().Interface()) != nil:
 		var value any = field.OmitValueType{}
 		if n.Kind == yaml.ScalarNode && v.Type() != reflect.TypeFor[Secret]() {
 			value = n.Value
@@ -355,6 +359,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
 		detail := fmt.Sprintf("line %d: must be %s", n.Line, wants(v.Type()))
 		if k := kind(n); k != "a string" {
 			detail += ", not " + k
+		} else if v.Kind() == reflect.Bool {
+			// "true" in quotes is a string.
+			detail += ", unquoted"
 		}
 		d.errs = append(d.errs, field.Invalid(path, value, detail))
 	}

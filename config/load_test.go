@@ -114,6 +114,97 @@ func keysOf(t reflect.Type, prefix string) []string {
 	return keys
 }
 
+// boolKeys returns the keys of t's bool fields, as keysOf writes them.
+func boolKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || name == "" {
+			continue
+		}
+		typ := f.Type
+		if typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		switch typ.Kind() {
+		case reflect.Bool:
+			keys = append(keys, prefix+name)
+		case reflect.Struct:
+			keys = append(keys, boolKeys(typ, prefix+name+".")...)
+		}
+	}
+	return keys
+}
+
+// TestBooleansUnquoted checks every boolean key of the file, found by reflection, in both forms:
+// only a YAML boolean (true or false unquoted, any case) is one. yaml.v3 alone decodes the
+// strings "yes", "on" and "y" (YAML 1.1 booleans, quoted or not) into a bool as true: a quoted
+// "yes" would quietly turn TLS verification off, while a quoted "true" was refused.
+func TestBooleansUnquoted(t *testing.T) {
+	keys := slices.Concat(boolKeys(reflect.TypeFor[Config](), ""), boolKeys(reflect.TypeFor[Cluster](), ""))
+	if want := []string{"clusters.insecure", "lifecycle.outOfServiceTaint", "insecure"}; !slices.Equal(keys, want) {
+		t.Fatalf("boolean keys %v, want %v: add the new ones here", keys, want)
+	}
+	// file returns a file setting key to value, and the path of key in a problem.
+	file := func(key, value string) (string, string) {
+		switch section, name, nested := strings.Cut(key, "."); {
+		case section == "clusters":
+			return "clusters:\n- url: https://xoa.example.com\n  token: " + testToken + "\n  " + name + ": " + value + "\n", "clusters[0]." + name
+		case nested:
+			return section + ": {" + name + ": " + value + "}\n" + base, key
+		}
+		return key + ": " + value + "\n" + base, key
+	}
+	// get returns the value key has in c.
+	get := func(c *Config, key string) bool {
+		v := reflect.ValueOf(*c)
+		if key == "insecure" {
+			key = "clusters.insecure"
+		}
+		for _, name := range strings.Split(key, ".") {
+			if v.Kind() == reflect.Slice {
+				v = v.Index(0)
+			}
+			for _, f := range reflect.VisibleFields(v.Type()) {
+				if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n == name {
+					v = v.FieldByIndex(f.Index)
+					break
+				}
+			}
+		}
+		return v.Bool()
+	}
+	accepted := map[string]bool{"true": true, "false": false, "True": true, "FALSE": false, "!!bool true": true}
+	refused := []string{`"true"`, `'false'`, `"yes"`, `"on"`, `"y"`, `"Y"`, `"1"`, "yes", "on", "off", "y", "n", `""`}
+	for _, key := range keys {
+		for value, want := range accepted {
+			t.Run(key+"="+value, func(t *testing.T) {
+				content, _ := file(key, value)
+				c, err := loadString(t, content, nil)
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				if got := get(c, key); got != want {
+					t.Errorf("%s = %v, want %v", key, got, want)
+				}
+			})
+		}
+		for _, value := range refused {
+			t.Run(key+"="+value, func(t *testing.T) {
+				content, path := file(key, value)
+				_, err := loadString(t, content, nil)
+				if err == nil {
+					t.Fatal("Load succeeded")
+				}
+				probs := problemsOf(t, err)
+				if len(probs) != 1 || probs[0].Field != path || !strings.HasSuffix(probs[0].Detail, "must be true or false, unquoted") {
+					t.Errorf("problems %v, want one at %s: must be true or false, unquoted", err, path)
+				}
+			})
+		}
+	}
+}
+
 func TestLoadExample(t *testing.T) {
 	got, err := Load("testdata/example.yaml", nil)
 	if err != nil {
