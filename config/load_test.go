@@ -267,7 +267,8 @@ func TestLoadJSONFile(t *testing.T) {
 }
 
 func TestLoadEnvOnly(t *testing.T) {
-	got, err := Load("", envOf(EnvURL, "https://xoa.example.com/", EnvToken, testToken+"\n", EnvInsecure, "true"))
+	// XOA_URL is trimmed, as XOA_TOKEN: a value from a Secret often ends in a newline.
+	got, err := Load("", envOf(EnvURL, " https://xoa.example.com/\n", EnvToken, testToken+"\n", EnvInsecure, "true"))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -525,7 +526,16 @@ func TestKeyValidation(t *testing.T) {
 		{"url query", "url: https://xoa.example.com/?a=b\n", nil, "url", "query"},
 		{"url fragment", "url: https://xoa.example.com/#x\n", nil, "url", "fragment"},
 		{"url rest path", "url: https://xoa.example.com/rest/v0\n", nil, "url", "without /rest/v0"},
-		{"url unparsable", "url: \"https://xo a.example.com\"\n", nil, "url", "not a valid URL"},
+		{"url unparsable", "url: \"https://xo%zz.example.com\"\n", nil, "url", "not a valid URL"},
+		// Quoted, a space at either end stays, and would become %20 in the path.
+		{"url trailing space", "url: \"https://xoa.example.com/ \"\n", nil, "url", "must not contain whitespace"},
+		{"url leading space", "url: \" https://xoa.example.com\"\n", nil, "url", "must not contain whitespace"},
+		{"url trailing newline", "url: \"https://xoa.example.com\\n\"\n", nil, "url", "must not contain whitespace"},
+		{"url space inside", "url: \"https://xo a.example.com\"\n", nil, "url", "must not contain whitespace"},
+		{"url space in path", "url: \"https://xoa.example.com/x o\"\n", nil, "url", "must not contain whitespace"},
+		{"url tab", "url: \"https://xoa.example.com\\t\"\n", nil, "url", "must not contain whitespace"},
+		{"url no-break space", "url: \"https://xoa.example.com/\u00a0\"\n", nil, "url", "must not contain whitespace"},
+		{"url escaped space kept", "url: https://xoa.example.com/x%20o/\n", func(c *Config) bool { return cl(c).URL == "https://xoa.example.com/x%20o" }, "", ""},
 		{"url type", "url: [a]\n", nil, "url", "line 1: must be a string, not a list"},
 		// name
 		{"name", "name: lab\n", func(c *Config) bool { return cl(c).Name == "lab" }, "", ""},

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/labels"
@@ -218,6 +219,11 @@ func fmtDuration(d time.Duration) string {
 // and no trailing slash, or a problem. The problem never quotes the URL whole: it may hold
 // credentials.
 func normalizeURL(raw string) (string, string) {
+	// url.Parse keeps a space in the path, as %20: "https://xo.example.com/ " (quoted in YAML)
+	// would reach XO as /%20/rest/v0. XOA_URL is trimmed before it gets here.
+	if strings.ContainsFunc(raw, unicode.IsSpace) {
+		return "", "must not contain whitespace (a space or newline at either end is easy to miss; write a space in the path as %20)"
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", "not a valid URL"
