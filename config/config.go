@@ -135,7 +135,8 @@ type Inventory struct {
 }
 
 // Labels lists the key prefixes XO tags may use. Each prefix is "<dns-subdomain>/" or
-// "<dns-subdomain>/<start of a name>", never under kubernetes.io or k8s.io.
+// "<dns-subdomain>/<start of a name>", never in a namespace VM tags may not write
+// (ReservedKeyDomain): kubernetes.io, k8s.io, the computed ComputedKeyDomains, or a subdomain.
 type Labels struct {
 	// TagLabelPrefixes are the label-key prefixes allowed from XO tags. Default
 	// ["tag.k8s.xenorchestra/"]; an empty list allows none.

@@ -602,6 +602,14 @@ func TestKeyValidation(t *testing.T) {
 		{"prefix reserved node-role", "labels: {tagLabelPrefixes: [node-role.kubernetes.io/]}\n", nil, "labels.tagLabelPrefixes[0]", "reserved"},
 		{"prefix reserved node-restriction", "labels: {tagTaintPrefixes: [node-restriction.kubernetes.io/]}\n", nil, "labels.tagTaintPrefixes[0]", "reserved"},
 		{"prefix reserved sub k8s.io", "labels: {tagTaintPrefixes: [a.b.k8s.io/x]}\n", nil, "labels.tagTaintPrefixes[0]", "reserved"},
+		// The namespaces of the keys the controller computes: xo/node refuses every tag key in them.
+		{"prefix reserved topology", "labels: {tagLabelPrefixes: [topology.k8s.xenorchestra/]}\n", nil, "labels.tagLabelPrefixes[0]", "reserved: the controller computes the keys under topology.k8s.xenorchestra/"},
+		{"prefix reserved vm", "labels: {tagLabelPrefixes: [vm.k8s.xenorchestra/name]}\n", nil, "labels.tagLabelPrefixes[0]", "reserved"},
+		{"prefix reserved node", "labels: {tagTaintPrefixes: [node.k8s.xenorchestra/]}\n", nil, "labels.tagTaintPrefixes[0]", "reserved"},
+		{"prefix reserved sub topology", "labels: {tagTaintPrefixes: [a.topology.k8s.xenorchestra/]}\n", nil, "labels.tagTaintPrefixes[0]", "reserved"},
+		{"prefix beside the computed ones allowed", "labels: {tagLabelPrefixes: [tag.k8s.xenorchestra/, k8s.xenorchestra/, topology.k8s.xenorchestra.example.com/]}\n", func(c *Config) bool {
+			return len(c.Labels.TagLabelPrefixes) == 3
+		}, "", ""},
 		{"prefix lookalike allowed", "labels: {tagLabelPrefixes: [notkubernetes.io/, k8s.io.example.com/]}\n", func(c *Config) bool {
 			return len(c.Labels.TagLabelPrefixes) == 2
 		}, "", ""},

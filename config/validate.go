@@ -305,9 +305,12 @@ func checkPrefix(s string) string {
 		// A bare prefix such as "node" would admit "node-role.kubernetes.io/..." tags.
 		return fmt.Sprintf(`must be a DNS subdomain followed by "/" (e.g. %q), so that tags cannot reach another namespace`, DefaultTagPrefix)
 	}
-	if domain == "kubernetes.io" || domain == "k8s.io" ||
-		strings.HasSuffix(domain, ".kubernetes.io") || strings.HasSuffix(domain, ".k8s.io") {
+	// Refused as a whole: xo/node refuses every tag key in these namespaces.
+	switch d := ReservedKeyDomain(domain); {
+	case slices.Contains(kubernetesKeyDomains, d):
 		return "reserved: kubernetes.io and k8s.io keys belong to Kubernetes"
+	case d != "":
+		return fmt.Sprintf("reserved: the controller computes the keys under %s/ itself, from XO data; tags may not set them", d)
 	}
 	if len(validation.IsDNS1123Subdomain(domain)) > 0 {
 		return `the part before "/" must be a lowercase DNS subdomain`

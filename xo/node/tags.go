@@ -6,16 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 )
 
-// reservedDomains are the key namespaces a VM tag may never write, with all their subdomains:
-// Kubernetes' own (node-role.kubernetes.io, node-restriction.kubernetes.io, ...) and the
-// namespaces of this project's computed keys. tag.k8s.xenorchestra, the default namespace of
-// tag-derived keys, is not among them.
-var reservedDomains = append([]string{"kubernetes.io", "k8s.io"}, computedDomains...)
-
-// computedDomains hold the keys the controller computes from XO data and owns.
-var computedDomains = []string{"topology.k8s.xenorchestra", "vm.k8s.xenorchestra", "node.k8s.xenorchestra"}
+// computedDomains hold the keys the controller computes from XO data and owns. config defines
+// them, with Kubernetes' own namespaces (config.ReservedKeyDomain), so that its validation refuses
+// a tag prefix under which IsReservedKey would refuse every key.
+var computedDomains = config.ComputedKeyDomains()
 
 // keyDomain returns the prefix (DNS subdomain) of a qualified key, lower-cased; "" when it has
 // none.
@@ -38,15 +36,7 @@ func inDomain(domain, d string) bool {
 // node-role.kubernetes.io/control-plane, foo.k8s.io/x, topology.k8s.xenorchestra/zone).
 func IsReservedKey(key string) bool {
 	domain := keyDomain(key)
-	if domain == "" {
-		return false
-	}
-	for _, d := range reservedDomains {
-		if inDomain(domain, d) {
-			return true
-		}
-	}
-	return false
+	return domain != "" && config.ReservedKeyDomain(domain) != ""
 }
 
 // hasAllowedPrefix reports whether key starts with one of prefixes.
