@@ -2,8 +2,8 @@
 // confirmed gone from Xen Orchestra, taints a NotReady Node whose VM is not running with
 // node.cloudprovider.kubernetes.io/shutdown:NoSchedule, and, when enabled, a NotReady Node whose
 // VM is halted with node.kubernetes.io/out-of-service=nodeshutdown:NoExecute. A taint is added
-// or lifted on a NotReady Node only on a power state a current inventory vouches for (the VM's
-// pool connected and settled): never on the last copy of a VM XO cannot see now.
+// on a NotReady Node only on a power state a current inventory shows (the VM's pool up), and
+// lifted only once that pool is also settled: never on the last copy of a VM XO cannot see now.
 //
 // It follows k8s.io/cloud-provider's node-lifecycle controller, with one deliberate difference:
 // XO forgets every VM of a pool it lost the connection to and then answers "no such VM" for
@@ -180,12 +180,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	ready := common.IsReady(&n)
 
 	var vm *xo.VM
-	trusted := false
+	var current, trusted bool
 	if res.Outcome == node.OutcomeMatched {
-		vm, trusted = vouchedFor(view, res.VM)
+		vm = res.VM
+		if c, settled := view.CurrentVM(vm.ID); c != nil {
+			vm, current, trusted = c, true, settled
+		}
 	}
 	if vm != nil || ready {
-		plan := planTaints(&n, vm, ready, trusted, r.opts.OutOfServiceTaint)
+		plan := planTaints(&n, vm, ready, current, trusted, r.opts.OutOfServiceTaint)
 		if plan.empty() {
 			return r.done(n.Name), nil
 		}
@@ -213,19 +216,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.retryLater(n.Name), nil
 	}
 	return r.delete(ctx, &n, vmID)
-}
-
-// vouchedFor returns the copy of vm that a server with a current inventory holds in a pool it
-// has connected and settled, and true: only its power state may add or lift a taint. Else vm and
-// false: the last copy of a VM whose pool XO lost, or that is reconnecting, or of an inventory
-// gone stale (XO unreachable), says nothing about the VM now; it may have been started since.
-func vouchedFor(view *inventory.View, vm *xo.VM) (*xo.VM, bool) {
-	if s := view.ForPool(vm.PoolID); s != nil {
-		if c := s.VM(vm.ID); c != nil && strings.EqualFold(c.PoolID, vm.PoolID) {
-			return c, true
-		}
-	}
-	return vm, false
 }
 
 // poolFromLabels returns the pool uuid recorded in the Node's labels, for a providerID without
@@ -421,15 +411,17 @@ func (p taintPlan) empty() bool { return p == taintPlan{} }
 //   - NotReady and the VM not Running (Halted, Suspended, Paused): the shutdown taint is set;
 //     if the VM is Halted and outOfService is enabled, the out-of-service taint too, unless the
 //     Node has one already (then it is someone else's and stays theirs).
-//   - NotReady and the VM Running: the shutdown taint and an owned out-of-service taint go.
+//   - NotReady and the VM Running: the shutdown taint and an owned out-of-service taint go, but
+//     only when trusted (the VM's pool connected and settled).
 //
-// While NotReady, the VM's power state counts only when trusted (a current inventory has the VM's
-// pool connected and settled, see vouchedFor): otherwise nothing is added and nothing lifted. A
-// Halted copy from a stale inventory may be a VM started since, and out-of-service on a running
-// machine force-detaches its volumes; no taint is the answer when XO cannot vouch.
+// While NotReady, the VM's power state counts only when current (a server with a current
+// inventory shows the VM in a pool it has up, see inventory.View.CurrentVM): otherwise nothing
+// is added and nothing lifted. A Halted copy from a stale inventory may be a VM started since,
+// and out-of-service on a running machine force-detaches its volumes; no taint is the answer
+// when XO cannot show the VM now.
 //
 // vm is the VM from the inventory (nil when absent: then only readiness may lift taints).
-func planTaints(n *corev1.Node, vm *xo.VM, ready, trusted, outOfService bool) taintPlan {
+func planTaints(n *corev1.Node, vm *xo.VM, ready, current, trusted, outOfService bool) taintPlan {
 	var p taintPlan
 	hasShutdown := node.HasTaint(n.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
 	hasOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, corev1.TaintEffectNoExecute)
@@ -445,12 +437,14 @@ func planTaints(n *corev1.Node, vm *xo.VM, ready, trusted, outOfService bool) ta
 	case ready:
 		lift()
 		return p
-	case vm == nil, !trusted:
+	case vm == nil, !current:
 		return p
 	}
 	switch vm.PowerState {
 	case xo.PowerStateRunning:
-		lift()
+		if trusted {
+			lift()
+		}
 	case xo.PowerStateHalted, xo.PowerStateSuspended, xo.PowerStatePaused:
 		p.addShutdown = !hasShutdown
 		wantOOS := outOfService && vm.PowerState == xo.PowerStateHalted

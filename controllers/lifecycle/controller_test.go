@@ -480,6 +480,35 @@ func TestTaintLiftedOnlyFromATrustedPool(t *testing.T) {
 	}
 }
 
+// TestTaintAddedWhileThePoolSettles: a VM halted while XO had lost its pool shows Halted once
+// XO reconnects the pool: XO's current data, which adds the taint without waiting for the
+// settle time (needed to trust absences and to lift a taint, not to read a state XO shows).
+func TestTaintAddedWhileThePoolSettles(t *testing.T) {
+	f := newFixture(t, fixtureOptions{outOfService: true, xo: testenv.FixtureOptions{FakeClock: true, Inventory: inventory.Options{SettleTime: time.Minute}}})
+	vm := f.addVM("settling", running)
+	n := f.createNode("w", vm, true).Name
+	f.reconcile(n)
+	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolConnected(f.Pool) })
+	if err := f.Sim.SetPowerState(vm, halted); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool back, settling", func(s *inventory.Snapshot) bool {
+		v := s.VM(vm)
+		return v != nil && v.PowerState == halted && !s.PoolConnected(f.Pool)
+	})
+	f.SetReady(n, false)
+	f.reconcile(n)
+	if !f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) || !f.HasTaint(n, node.TaintOutOfService, corev1.TaintEffectNoExecute) {
+		t.Fatalf("a VM XO shows Halted, its pool settling, not tainted: %v", f.Get(n).Spec.Taints)
+	}
+}
+
 func TestOutOfServiceTaint(t *testing.T) {
 	f := newFixture(t, fixtureOptions{outOfService: true})
 	vm := f.addVM("oos", running)

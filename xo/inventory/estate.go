@@ -420,6 +420,26 @@ func (v *View) nameShared(name, id string, counts func(*Snapshot) (int, func(str
 	return false
 }
 
+// CurrentVM returns the copy of the VM that a server with a current inventory shows in a pool
+// it has up (Snapshot.PoolUp), a settled one's first, and whether that server has the pool
+// connected and settled (Snapshot.PoolConnected); nil when no current server shows it: the
+// last copy of a VM whose pool XO lost, or of a server gone stale, says nothing about it now.
+func (v *View) CurrentVM(id string) (vm *xo.VM, settled bool) {
+	for i, s := range v.snaps {
+		c := s.VM(id)
+		if c == nil || !v.fresh[i] || !s.PoolUp(c.PoolID) {
+			continue
+		}
+		if s.PoolConnected(c.PoolID) {
+			return c, true
+		}
+		if vm == nil {
+			vm = c
+		}
+	}
+	return vm, false
+}
+
 // ForPool returns the snapshot of the first server whose inventory is current and has the
 // pool connected and trusted (whose copies of the pool's objects count, see View), nil when
 // none has.

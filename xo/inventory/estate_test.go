@@ -117,10 +117,41 @@ func TestEstateStaleServerCopiesDoNotCount(t *testing.T) {
 		t.Fatalf("AbsenceWait on the current server = %v, %v; want its absence to count", wait, ok)
 	}
 
-	// One server, stale: its copies are what there is, untrusted.
+	if vm, settled := v.CurrentVM(vm1); vm == nil || vm.PowerState != xo.PowerStateHalted || !settled {
+		t.Fatalf("CurrentVM = %+v, settled %v; want the current server's copy (Halted), settled", vm, settled)
+	}
+	if vm, _ := v.CurrentVM(vm2); vm != nil {
+		t.Fatalf("CurrentVM of a VM only the stale server still has = %+v, want nil", vm)
+	}
+
+	// One server, stale: its copies are what there is, untrusted, and none is current.
 	single := NewEstate(0, a).View()
 	if vm := single.VM(vm2); vm == nil || single.PoolConnected(vm.PoolID) {
 		t.Fatalf("single stale server: VM = %+v, pool connected %v; want its copy, untrusted", vm, vm != nil && single.PoolConnected(vm.PoolID))
+	}
+	if vm, _ := single.CurrentVM(vm1); vm != nil {
+		t.Fatalf("single stale server: CurrentVM = %+v, want nil", vm)
+	}
+}
+
+// TestCurrentVMWhileThePoolSettles: a VM XO shows in a pool it has just (re)connected is
+// current (its state is XO's) before the pool is settled; settled says which.
+func TestCurrentVMWhileThePoolSettles(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	inv := New(source(), Options{Name: "a", Clock: clk, StaleAfter: time.Minute, SettleTime: testSettle})
+	_ = relist(t, inv)
+	m := Member{Inventory: inv, XO: &fakeReader{}}
+	e := NewEstate(0, m)
+	if s := inv.Snapshot(); s.PoolConnected(poolA) || !s.PoolUp(poolA) {
+		t.Fatal("setup: pool A must be up and settling")
+	}
+	if vm, settled := e.View().CurrentVM(vm1); vm == nil || settled {
+		t.Fatalf("CurrentVM while pool A settles = %+v, settled %v; want the VM, not settled", vm, settled)
+	}
+	clk.Step(testSettle)
+	_ = relist(t, inv)
+	if vm, settled := e.View().CurrentVM(vm1); vm == nil || !settled {
+		t.Fatalf("CurrentVM once pool A settled = %+v, settled %v; want the VM, settled", vm, settled)
 	}
 }
 

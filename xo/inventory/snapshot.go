@@ -107,6 +107,15 @@ func (s *Snapshot) PoolConnected(poolID string) bool {
 	return !s.conn[id].trusted.IsZero() && s.pools[id] != nil
 }
 
+// PoolUp reports whether the pool is in scope, XO reports its server connected and shows the
+// pool: the VMs it shows are XO's current data, trusted or not yet (PoolConnected). Unlike
+// their absence, their state needs no settle time.
+func (s *Snapshot) PoolUp(poolID string) bool {
+	id := lower(poolID)
+	_, ok := s.conn[id]
+	return ok && s.pools[id] != nil
+}
+
 // AbsentSince returns since when the VM has been known to be absent from its pool: when it
 // left the inventory, or, for a VM never seen, when the pool became trusted. ok is false
 // while the pool is not trusted or the VM is present.
