@@ -88,14 +88,7 @@ func TestREADMEInstall(t *testing.T) {
 		t.Fatal("no helm install of ./charts/" + chartName + " in README.md")
 	}
 	// In the tests' namespace, which checkInvariants expects; the last --namespace wins.
-	out, err := runHelm(t, append(args, "--namespace", namespace)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := parseManifests([]byte(out))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := renderArgs(t, append(args, "--namespace", namespace)...)
 	checkInvariants(t, o)
 	s := decode[corev1.Secret](t, o, "Secret", configSecretOf(t, o))
 	// Where the chart mounts the tokenSecretRef Secrets, a folder here.

@@ -106,7 +106,14 @@ type objects []manifest
 // render runs helm template and parses the result; it fails the test on any error.
 func render(t testing.TB, valuesFile string, set ...string) objects {
 	t.Helper()
-	out, err := runHelm(t, templateArgs(namespace, valuesFile, set...)...)
+	return renderArgs(t, templateArgs(namespace, valuesFile, set...)...)
+}
+
+// renderArgs runs helm with these arguments (a template or install --dry-run) and parses the
+// manifests it prints; it fails the test on any error.
+func renderArgs(t testing.TB, args ...string) objects {
+	t.Helper()
+	out, err := runHelm(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

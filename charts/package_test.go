@@ -39,14 +39,7 @@ func TestChartPackage(t *testing.T) {
 	if out, err := runHelm(t, "lint", "--strict", tgz); err != nil {
 		t.Fatalf("helm lint of the archive: %v\n%s", err, out)
 	}
-	out, err := runHelm(t, "template", release, tgz, "--namespace", namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := parseManifests([]byte(out))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := renderArgs(t, "template", release, tgz, "--namespace", namespace)
 	checkInvariants(t, o)
 	// The schema travels with the archive: it still refuses an unknown value.
 	if _, err := runHelm(t, "template", release, tgz, "--set", "replicas=3"); err == nil || !strings.Contains(err.Error(), "replicas") {
