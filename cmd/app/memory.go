@@ -23,7 +23,11 @@ import (
 // releaseHeap looks every releaseEvery; when the process allocated less than quietAlloc since
 // the last look and the heap holds more than the larger of releaseMin and a quarter of the live
 // data beyond the live data, it collects and returns the free pages (debug.FreeOSMemory: one
-// full collection, which the quiet process has time for). The peak during a burst is unchanged;
+// full collection, which the quiet process has time for). The live data is the runtime's figure
+// from the last collection: one that ran during a burst counted what the burst held then as
+// live (during a relist of 100,000 VMs, the old snapshot and the new listing at once: twice the
+// inventory), so that the heap looks all live once the burst's data is garbage. So when the last
+// collection ran while the process was busy, the first quiet look collects anyway, once. The peak during a burst is unchanged;
 // what the process keeps at rest is the live data and what it allocates between collections.
 // Nothing in client-go, controller-runtime or the runtime does this (the runtime's own knobs,
 // GOGC and GOMEMLIMIT, bound the heap during the burst as well, at a CPU cost there).
@@ -40,11 +44,12 @@ var heapSamples = []string{
 	"/memory/classes/heap/objects:bytes", // objects, live or not yet collected
 	"/memory/classes/heap/unused:bytes",  // free space in spans holding objects
 	"/memory/classes/heap/free:bytes",    // free pages not returned to the OS
+	"/gc/cycles/total:gc-cycles",         // collections since start
 }
 
 // heapState is one reading of heapSamples.
 type heapState struct {
-	allocs, live, objects, unused, free uint64
+	allocs, live, objects, unused, free, cycles uint64
 }
 
 // newHeapSamples returns the samples readHeap fills.
@@ -62,6 +67,7 @@ func readHeap(s []metrics.Sample) heapState {
 	return heapState{
 		allocs: s[0].Value.Uint64(), live: s[1].Value.Uint64(),
 		objects: s[2].Value.Uint64(), unused: s[3].Value.Uint64(), free: s[4].Value.Uint64(),
+		cycles: s[5].Value.Uint64(),
 	}
 }
 
@@ -74,10 +80,14 @@ func (h heapState) excess() uint64 {
 	return held - h.live
 }
 
-// shouldRelease reports whether, from prev to now, the process was quiet and holds enough
-// heap beyond its live data to be worth a collection.
-func shouldRelease(prev, now heapState) bool {
-	return now.allocs-prev.allocs < quietAlloc && now.excess() > max(releaseMin, now.live/4)
+// busy reports whether the process allocated quietAlloc or more from prev to now.
+func busy(prev, now heapState) bool { return now.allocs-prev.allocs >= quietAlloc }
+
+// shouldRelease reports whether, from prev to now, the process was quiet and either holds
+// enough heap beyond its live data to be worth a collection, or the live figure is stale (the
+// last collection ran while the process was busy).
+func shouldRelease(prev, now heapState, staleLive bool) bool {
+	return !busy(prev, now) && (staleLive || now.excess() > max(releaseMin, now.live/4))
 }
 
 // releaseHeap returns the heap of bursts to the OS (see above) until ctx ends, looking every
@@ -87,13 +97,17 @@ func releaseHeap(ctx context.Context, log logr.Logger, period time.Duration) {
 	// wait.UntilWithContext looks at once: from the zero reading, that first look only reads,
 	// since the process has allocated more than quietAlloc by then.
 	var prev heapState
+	staleLive := false
 	wait.UntilWithContext(ctx, func(context.Context) {
 		now := readHeap(samples)
-		if shouldRelease(prev, now) {
+		if now.cycles != prev.cycles {
+			staleLive = busy(prev, now)
+		}
+		if shouldRelease(prev, now, staleLive) {
 			debug.FreeOSMemory()
 			after := readHeap(samples)
 			log.V(1).Info("Returned the heap of a burst to the OS", "excessBefore", now.excess(), "excessAfter", after.excess(), "live", after.live)
-			now = after
+			now, staleLive = after, false
 		}
 		prev = now
 	}, period)

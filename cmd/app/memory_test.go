@@ -20,16 +20,21 @@ func TestShouldRelease(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		prev, now  heapState
+		staleLive  bool
 		wantReturn bool
 	}{
-		{"quiet, 14 MiB beyond 30 MiB live", heap(100*mib, 30*mib, 40*mib), heap(101*mib, 30*mib, 42*mib), true},
-		{"busy: 2 MiB allocated since the last look", heap(100*mib, 30*mib, 40*mib), heap(102*mib, 30*mib, 42*mib), false},
-		{"quiet, excess at the minimum", heap(100*mib, 10*mib, 16*mib), heap(100*mib, 10*mib, 16*mib), false},
-		{"quiet, 9 MiB beyond 10 MiB live", heap(100*mib, 10*mib, 17*mib), heap(100*mib, 10*mib, 17*mib), true},
-		{"quiet, 20 MiB beyond 100 MiB live: under a quarter", heap(100*mib, 100*mib, 118*mib), heap(100*mib, 100*mib, 118*mib), false},
-		{"quiet, 27 MiB beyond 100 MiB live", heap(100*mib, 100*mib, 125*mib), heap(100*mib, 100*mib, 125*mib), true},
+		{"quiet, 14 MiB beyond 30 MiB live", heap(100*mib, 30*mib, 40*mib), heap(101*mib, 30*mib, 42*mib), false, true},
+		{"busy: 2 MiB allocated since the last look", heap(100*mib, 30*mib, 40*mib), heap(102*mib, 30*mib, 42*mib), false, false},
+		{"quiet, excess at the minimum", heap(100*mib, 10*mib, 16*mib), heap(100*mib, 10*mib, 16*mib), false, false},
+		{"quiet, 9 MiB beyond 10 MiB live", heap(100*mib, 10*mib, 17*mib), heap(100*mib, 10*mib, 17*mib), false, true},
+		{"quiet, 20 MiB beyond 100 MiB live: under a quarter", heap(100*mib, 100*mib, 118*mib), heap(100*mib, 100*mib, 118*mib), false, false},
+		{"quiet, 27 MiB beyond 100 MiB live", heap(100*mib, 100*mib, 125*mib), heap(100*mib, 100*mib, 125*mib), false, true},
+		// The last collection ran during a burst: its live figure (130 MiB) held the burst's
+		// data, now garbage; the heap looks all live.
+		{"quiet, live figure from a collection during a burst", heap(300*mib, 130*mib, 130*mib), heap(301*mib, 130*mib, 131*mib), true, true},
+		{"busy, live figure from a collection during a burst", heap(300*mib, 130*mib, 130*mib), heap(310*mib, 130*mib, 140*mib), true, false},
 	} {
-		if got := shouldRelease(tc.prev, tc.now); got != tc.wantReturn {
+		if got := shouldRelease(tc.prev, tc.now, tc.staleLive); got != tc.wantReturn {
 			t.Errorf("%s: shouldRelease = %t, want %t (excess %d MiB)", tc.name, got, tc.wantReturn, tc.now.excess()/mib)
 		}
 	}
