@@ -321,31 +321,26 @@ func (v *View) VMsByAddress(ip string) []*xo.VM {
 // Host returns the host with this uuid: the copy of the first server whose copy counts (see
 // View), else the first copy; nil when no server has it.
 func (v *View) Host(id string) *xo.Host {
-	var first *xo.Host
-	for i, s := range v.snaps {
-		if h := s.Host(id); h != nil {
-			if v.counts(i, h.PoolID) {
-				return h
-			}
-			if first == nil {
-				first = h
-			}
-		}
-	}
-	return first
+	return preferCounting(v, func(s *Snapshot) *xo.Host { return s.Host(id) }, func(h *xo.Host) string { return h.PoolID })
 }
 
 // Pool returns the pool with this uuid: the copy of the first server whose copy counts (see
 // View), else the first copy; nil when no server has it.
 func (v *View) Pool(id string) *xo.Pool {
-	var first *xo.Pool
+	return preferCounting(v, func(s *Snapshot) *xo.Pool { return s.Pool(id) }, func(p *xo.Pool) string { return p.ID })
+}
+
+// preferCounting returns the first server's copy (get) whose copy counts for its pool (poolOf),
+// else the first copy; nil when no server has one.
+func preferCounting[T any](v *View, get func(*Snapshot) *T, poolOf func(*T) string) *T {
+	var first *T
 	for i, s := range v.snaps {
-		if p := s.Pool(id); p != nil {
-			if v.counts(i, p.ID) {
-				return p
+		if c := get(s); c != nil {
+			if v.counts(i, poolOf(c)) {
+				return c
 			}
 			if first == nil {
-				first = p
+				first = c
 			}
 		}
 	}

@@ -406,10 +406,7 @@ func (b *builder) disconnect(poolID string) {
 	if _, ok := b.s.conn[poolID]; !ok {
 		return
 	}
-	if !b.connCopied {
-		b.s.conn = maps.Clone(b.s.conn)
-		b.connCopied = true
-	}
+	b.copyConn()
 	delete(b.s.conn, poolID)
 }
 
@@ -419,11 +416,16 @@ func (b *builder) reconnect(poolID string) {
 	if _, ok := b.s.conn[poolID]; !ok {
 		return
 	}
+	b.copyConn()
+	b.s.conn[poolID] = poolConn{since: b.now}
+}
+
+// copyConn gives the builder its own copy of the connection map before its first change.
+func (b *builder) copyConn() {
 	if !b.connCopied {
 		b.s.conn = maps.Clone(b.s.conn)
 		b.connCopied = true
 	}
-	b.s.conn[poolID] = poolConn{since: b.now}
 }
 
 // scope is the set of pools an XO server's inventory keeps: nil means every pool.

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 )
 
 // ManagedKeys returns the label keys the controllers own on a Node, read from
@@ -64,12 +66,7 @@ func isAuthorityLabel(key string) bool {
 		return true
 	}
 	domain := keyDomain(key)
-	for _, d := range computedDomains {
-		if inDomain(domain, d) {
-			return true
-		}
-	}
-	return false
+	return domain != "" && slices.Contains(computedDomains, config.ReservedKeyDomain(domain))
 }
 
 // removable reports whether the controller may ever remove a key it owns: an authority key, or

@@ -25,11 +25,6 @@ func keyDomain(key string) string {
 	return strings.ToLower(key[:i])
 }
 
-// inDomain reports whether domain is d or a subdomain of it.
-func inDomain(domain, d string) bool {
-	return domain == d || strings.HasSuffix(domain, "."+d)
-}
-
 // IsReservedKey reports whether a label or taint key lies in a namespace VM tags may never
 // write: kubernetes.io, k8s.io, the computed namespaces topology.k8s.xenorchestra,
 // vm.k8s.xenorchestra and node.k8s.xenorchestra, or any subdomain of them (e.g.
