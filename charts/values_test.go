@@ -113,6 +113,80 @@ func TestValuesMatchSchema(t *testing.T) {
 	describe("", schema)
 }
 
+// TestValuesDocumented checks that docs/configuration.md's table of chart values, which
+// docs/install.md calls complete, has a row for every value of values.yaml (a row for an
+// object covers its keys), and the upstream chart's aliases are in docs/migration.md.
+func TestValuesDocumented(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "docs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	conf := read("configuration.md")
+	_, table, ok := strings.Cut(conf, "\n## Helm chart values\n")
+	if !ok {
+		t.Fatal(`docs/configuration.md has no "## Helm chart values" section`)
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	documented := map[string]bool{}
+	for line := range strings.Lines(table) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		// "`a.b.c`, `.d`" names a.b.c and a.b.d.
+		var last string
+		for _, name := range backticked(cells[1]) {
+			if strings.HasPrefix(name, ".") && last != "" {
+				name = last[:strings.LastIndex(last, ".")] + name
+			}
+			documented[name], last = true, name
+		}
+	}
+	migration := backticked(read("migration.md"))
+
+	schema := loadSchema(t)
+	var walk func(path string, v *yaml.Node, s *schemaNode, covered bool)
+	walk = func(path string, v *yaml.Node, s *schemaNode, covered bool) {
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			key, val := v.Content[i], v.Content[i+1]
+			p := strings.TrimPrefix(path+"."+key.Value, ".")
+			here := covered || documented[p]
+			sub := s.Properties[key.Value]
+			if val.Kind == yaml.MappingNode && sub != nil && sub.closed() && len(val.Content) > 0 {
+				walk(p, val, sub, here)
+				continue
+			}
+			if here {
+				continue
+			}
+			if strings.Contains(key.HeadComment, "Upstream") && slices.Contains(migration, p) {
+				continue
+			}
+			t.Errorf("values.yaml %s has no row in docs/configuration.md's chart values", p)
+		}
+	}
+	walk("", loadValuesNode(t), schema, false)
+}
+
+// backticked returns the `code spans` of s.
+func backticked(s string) []string {
+	var out []string
+	for {
+		_, rest, ok := strings.Cut(s, "`")
+		if !ok {
+			return out
+		}
+		span, after, ok := strings.Cut(rest, "`")
+		if !ok {
+			return out
+		}
+		out, s = append(out, span), after
+	}
+}
+
 // TestConfigSchemaMatchesConfigPackage checks that the schema of .Values.config has exactly the
 // keys the binary's config file has, at every level: config.Config's, plus the single-server
 // form's (config.Cluster's at the top level), with clusters[] holding config.Cluster's.

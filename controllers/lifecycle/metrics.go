@@ -20,7 +20,7 @@ var (
 	})
 	deletionsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_lifecycle_node_deletions_refused_total",
-		Help: "NotReady Nodes whose VM is missing from the inventory but were kept, by reason (inventory_not_synced, inventory_incomplete, pool_unknown, pool_disconnected, vm_exists, node_changed, xo_<error kind>).",
+		Help: "NotReady Nodes whose VM is missing from the inventory but were kept, by reason (inventory_not_synced, pool_unknown, pool_disconnected, absence_settling, vm_exists, node_changed, xo_<error kind>).",
 	}, []string{"reason"})
 	taintsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_lifecycle_taints_total",

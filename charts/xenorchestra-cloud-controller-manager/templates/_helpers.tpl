@@ -284,8 +284,8 @@ leader-elect-resource-name: remove it (the Lease is xenorchestra-cloud-controlle
 leader-elect-resource-namespace: remove it (the Lease is in the release namespace)
 leader-elect-resource-lock: remove it (the lock is always a Lease)
 cluster-name: remove it (no meaning here)
-node-status-update-frequency: remove it (Nodes follow XO events; the full re-check period is inventory.resyncPeriod in config)
-node-monitor-period: remove it (Nodes follow XO events; the full re-check period is inventory.resyncPeriod in config)
+node-status-update-frequency: remove it (Nodes follow XO events; XO is relisted every inventory.resyncPeriod in config)
+node-monitor-period: remove it (Nodes follow XO events; XO is relisted every inventory.resyncPeriod in config)
 concurrent-node-syncs: use workers
 configure-cloud-routes: remove it (no route controller here)
 allocate-node-cidrs: remove it (no route controller here)
