@@ -412,7 +412,7 @@ func TestIncompleteInventoryStillRemoves(t *testing.T) {
 
 // faultScenario checks that while a fault is active no label or taint is removed or changed,
 // and that changes made in XO after it clears reach the Node.
-func faultScenario(t *testing.T, o testenv.FixtureOptions, inject func(f *fixture) (clear func())) {
+func faultScenario(t *testing.T, o testenv.FixtureOptions, inject func(f *fixture, vm string) (clear func())) {
 	f := newFixture(t, o)
 	tagL, tagT := node.TagLabelPrefix+"example.com/a=b", node.TagTaintPrefix+"example.com/t:NoSchedule"
 	vm := f.AddVM(xosim.VMSpec{NameLabel: "fault", Tags: []string{tagL, tagT}})
@@ -423,8 +423,11 @@ func faultScenario(t *testing.T, o testenv.FixtureOptions, inject func(f *fixtur
 		t.Fatal("Node not described before the fault")
 	}
 
-	clear := inject(f)
+	clear := inject(f, vm)
 	time.Sleep(300 * time.Millisecond) // let the fault reach the inventory
+	if v := f.Inventory.Snapshot().VM(vm); v == nil || len(v.Tags) != 2 {
+		t.Fatalf("the fault changed the inventory's copy of the VM: %+v", v)
+	}
 	for range 3 {
 		f.reconcile(n)
 	}
@@ -450,40 +453,52 @@ func faultScenario(t *testing.T, o testenv.FixtureOptions, inject func(f *fixtur
 	}
 }
 
+// relistFails checks that the injected fault is active: a listing fails.
+func relistFails(f *fixture) {
+	f.T.Helper()
+	if err := f.Inventory.Relist(f.Ctx); err == nil {
+		f.T.Fatal("a listing succeeded during the fault: the fault is not active")
+	}
+}
+
 func taintEqual(a, b corev1.Taint) bool {
 	return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect
 }
 
 func TestFaultServerErrors(t *testing.T) {
-	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture, _ string) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError})
-		_ = f.Inventory.Relist(f.Ctx) // fails, as the test wants
+		relistFails(f)
 		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
 func TestFaultTimeouts(t *testing.T) {
-	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture, _ string) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second})
-		_ = f.Inventory.Relist(f.Ctx) // fails, as the test wants
+		relistFails(f)
 		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
 func TestFaultConnectionRefused(t *testing.T) {
-	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture) func() { return f.Refuse() })
+	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture, _ string) func() {
+		clear := f.Refuse()
+		relistFails(f)
+		return clear
+	})
 }
 
 func TestFaultTokenRevoked(t *testing.T) {
-	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture, _ string) func() {
 		f.Sim.RevokeToken(testToken)
-		_ = f.Inventory.Relist(f.Ctx) // fails, as the test wants
+		relistFails(f)
 		return func() { f.Sim.AddToken(testToken) }
 	})
 }
 
 func TestFaultTruncatedListing(t *testing.T) {
-	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture, _ string) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, PathPrefix: "/rest/v0/vms", Lines: 0})
 		if err := f.Inventory.Relist(f.Ctx); err == nil {
 			f.T.Error("a truncated listing was accepted")
@@ -496,15 +511,21 @@ func TestFaultTruncatedListing(t *testing.T) {
 }
 
 func TestFaultStalledEventStream(t *testing.T) {
-	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, testenv.FixtureOptions{}, func(f *fixture, vm string) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: "/rest/v0/events"})
+		// A change made while the stream is stalled must not arrive: the Node stays as it was
+		// until a listing, which comes after the fault here.
+		if err := f.Sim.SetTags(vm, []string{node.TagTaintPrefix + "example.com/t:NoSchedule"}); err != nil {
+			f.T.Fatal(err)
+		}
 		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
-// TestManagerMigrationWithin2s runs the controller in a real manager with the event stream on: a
-// live migration in XO shows in the zone label within 2 s.
-func TestManagerMigrationWithin2s(t *testing.T) {
+// TestManagerMigrationThroughEvents runs the controller in a real manager with the event stream
+// on: a live migration in XO reaches the zone label through XO's event, without a listing. (How
+// fast: the bench's migration target, BENCHMARKS.md.)
+func TestManagerMigrationThroughEvents(t *testing.T) {
 	f := newFixture(t, testenv.FixtureOptions{})
 	vm := f.AddVM(xosim.VMSpec{NameLabel: "live"})
 	n := f.CreateNode("w", vm).Name
@@ -524,17 +545,15 @@ func TestManagerMigrationWithin2s(t *testing.T) {
 	if !f.Inventory.Streaming() {
 		t.Fatal("test setup: the event stream is not up")
 	}
-	start := time.Now()
+	lists := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms")
 	if err := f.Sim.Migrate(vm, f.Host2); err != nil {
 		t.Fatal(err)
 	}
 	if !testenv.Poll(10*time.Second, func() bool { return f.labels(n)[node.LabelZone] == f.Host2 }) {
 		t.Fatal("migration never reached the zone label")
 	}
-	d := time.Since(start)
-	t.Logf("migration → zone label: %v", d)
-	if d > 2*time.Second {
-		t.Errorf("migration → zone label took %v, want < 2s", d)
+	if got := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms"); got != lists {
+		t.Errorf("%d VM listings before the zone label changed, want none: the event alone must carry the migration", got-lists)
 	}
 	if got := f.labels(n)[node.LabelHostName]; got != "host-2" {
 		t.Errorf("host name label %q, want host-2", got)

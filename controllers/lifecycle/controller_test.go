@@ -240,10 +240,23 @@ func TestServerListedDisconnectedNoDeletion(t *testing.T) {
 	}
 }
 
+// removal is when faultScenario removes a VM, and what the inventory sees of it.
+type removal int
+
+const (
+	// removedSeen: during the fault; the inventory sees it (the event stream still works).
+	removedSeen removal = iota
+	// removedUnseen: during the fault; the inventory cannot see it.
+	removedUnseen
+	// removedBefore: before the fault, its absence settled, so that XO's direct answers during
+	// the fault are all that stands between the Node and its deletion.
+	removedBefore
+)
+
 // faultScenario checks that while a fault is active nothing is deleted, no taint is lifted and
 // no label removed, and that everything proceeds once it clears. inject starts the fault and
 // returns what ends it.
-func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clear func())) {
+func faultScenario(t *testing.T, o fixtureOptions, when removal, inject func(f *fixture) (clear func())) {
 	o.outOfService = true
 	f := newFixture(t, o)
 	goneVM := f.addVM("gone", running)
@@ -260,16 +273,24 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 	}
 	before := map[string]*corev1.Node{hn: f.Get(hn), ok: f.Get(ok)}
 
-	clear := inject(f)
+	var clear func()
+	if when != removedBefore {
+		clear = inject(f)
+	}
 	if err := f.Sim.RemoveVM(goneVM); err != nil {
 		t.Fatal(err)
 	}
 	// Let the inventory see what it can see of the removal.
 	seen := testenv.Poll(time.Second, func() bool { return f.Inventory.Snapshot().VM(goneVM) == nil })
-	t.Logf("removal seen by the inventory during the fault: %v", seen)
+	if want := when != removedUnseen; seen != want {
+		t.Fatalf("removal seen by the inventory: %v, want %v", seen, want)
+	}
 	if seen {
 		// Past the settle time, only XO's direct answers stand between the Node and its deletion.
 		f.waitAbsenceSettled(goneVM)
+	}
+	if when == removedBefore {
+		clear = inject(f)
 	}
 	for range 3 {
 		for _, n := range []string{gone, hn, ok} {
@@ -309,14 +330,14 @@ func faultScenario(t *testing.T, o fixtureOptions, inject func(f *fixture) (clea
 }
 
 func TestFaultServerErrors(t *testing.T) {
-	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, fixtureOptions{}, removedSeen, func(f *fixture) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusInternalServerError})
 		return func() { f.Sim.RemoveFault(id) }
 	})
 }
 
 func TestFaultTimeouts(t *testing.T) {
-	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, fixtureOptions{}, removedSeen, func(f *fixture) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second, PathPrefix: "/rest/v0/vms/"})
 		id2 := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 3 * time.Second, PathPrefix: "/rest/v0/servers"})
 		return func() { f.Sim.RemoveFault(id); f.Sim.RemoveFault(id2) }
@@ -324,18 +345,18 @@ func TestFaultTimeouts(t *testing.T) {
 }
 
 func TestFaultConnectionRefused(t *testing.T) {
-	faultScenario(t, fixtureOptions{}, func(f *fixture) func() { return f.Refuse() })
+	faultScenario(t, fixtureOptions{}, removedBefore, func(f *fixture) func() { return f.Refuse() })
 }
 
 func TestFaultTokenRevoked(t *testing.T) {
-	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, fixtureOptions{}, removedSeen, func(f *fixture) func() {
 		f.Sim.RevokeToken(testToken)
 		return func() { f.Sim.AddToken(testToken) }
 	})
 }
 
 func TestFaultTruncatedListing(t *testing.T) {
-	faultScenario(t, fixtureOptions{}, func(f *fixture) func() {
+	faultScenario(t, fixtureOptions{}, removedSeen, func(f *fixture) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, PathPrefix: "/rest/v0/servers", Lines: 0})
 		return func() { f.Sim.RemoveFault(id) }
 	})
@@ -343,7 +364,7 @@ func TestFaultTruncatedListing(t *testing.T) {
 
 func TestFaultStalledEventStream(t *testing.T) {
 	// A long idle timeout: the stall goes unnoticed for the whole fault.
-	faultScenario(t, fixtureOptions{xo: testenv.FixtureOptions{Inventory: inventory.Options{StreamIdleTimeout: time.Minute}}}, func(f *fixture) func() {
+	faultScenario(t, fixtureOptions{xo: testenv.FixtureOptions{Inventory: inventory.Options{StreamIdleTimeout: time.Minute}}}, removedUnseen, func(f *fixture) func() {
 		id := f.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStall, PathPrefix: "/rest/v0/events"})
 		return func() { f.Sim.RemoveFault(id) }
 	})
@@ -613,7 +634,8 @@ func TestForeignAndMissingProviderIDIgnored(t *testing.T) {
 
 // TestManagerReactsToXOEvents runs the controller in a real manager: a VM halted in XO taints
 // its NotReady Node through the inventory's change feed, a VM started lifts it, and a deleted
-// VM's Node goes.
+// VM's Node goes, each through XO's events, without a listing. (How fast: the bench's reaction
+// times, BENCHMARKS.md.)
 func TestManagerReactsToXOEvents(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	vm := f.addVM("mgr", running)
@@ -630,15 +652,12 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	}
 	testenv.RunManager(f.Ctx, t, mgr)
 
-	start := time.Now()
+	lists := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms")
 	if err := f.Sim.SetPowerState(vm, halted); err != nil {
 		t.Fatal(err)
 	}
 	if !testenv.Poll(10*time.Second, func() bool { return f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) }) {
 		t.Fatal("halted VM's Node not tainted")
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("halt → taint took %v, want < 2s", d)
 	}
 	if err := f.Sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
@@ -646,15 +665,14 @@ func TestManagerReactsToXOEvents(t *testing.T) {
 	if !testenv.Poll(10*time.Second, func() bool { return !f.HasTaint(n, node.TaintShutdown, "") }) {
 		t.Fatal("taint not lifted after the VM started")
 	}
-	start = time.Now()
 	if err := f.Sim.RemoveVM(gone); err != nil {
 		t.Fatal(err)
 	}
 	if !testenv.Poll(10*time.Second, func() bool { return !f.Exists(gn) }) {
 		t.Fatal("deleted VM's Node kept")
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("VM removed → Node deleted took %v, want < 2s", d)
+	if got := f.Sim.RequestCount(http.MethodGet, xosim.BasePath+"/vms"); got != lists {
+		t.Errorf("%d VM listings during the changes, want none: XO's events alone must carry them", got-lists)
 	}
 }
 

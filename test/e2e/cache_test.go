@@ -52,7 +52,10 @@ func TestTrimmedCacheErasesNothing(t *testing.T) {
 		}
 		return &got
 	}
-	before := get()
+	// What the kubelet wrote: the Node as created (the controller's writes come after the
+	// CREATE's answer) with the status patch above.
+	before := orig.DeepCopy()
+	before.Status.Conditions[0].Message = n.Status.Conditions[0].Message
 
 	testenv.WaitFor(t, 30*time.Second, "the Node initialized", func() error { return initialized(c, n.Name) })
 	if err := x.sim.Resize(vm, 4, 2*xosim.GiB); err != nil {

@@ -34,7 +34,7 @@ func TestPoolTrustedOnlyAfterSettleTimeAndAListing(t *testing.T) {
 		t.Fatal("trusted before the settle time")
 	}
 	clk.Step(time.Second)
-	if s.PoolConnected(poolA) {
+	if inv.Snapshot().PoolConnected(poolA) {
 		t.Fatal("the settle time alone, without a listing after it, must not make a pool trusted")
 	}
 	s = relist(t, inv)
