@@ -8,7 +8,7 @@
 #   hack/testbin.sh --demo       etcd and kube-apiserver if missing, and the demo command as bin/demo
 #   hack/testbin.sh --path       print the directory only (no build)
 #
-# A cold build is mostly compilation (on 2 cores, about 10 and a half minutes for etcd and
+# A cold build is mostly compilation (on 2 cores, about 9 and a half to 12 minutes for etcd and
 # kube-apiserver, see BENCHMARKS.md, "Cold start"), so this script compiles each package once:
 # etcd, the Kubernetes binaries and the demo are built by one `go build` in one module graph
 # (this repository's go.mod with Kubernetes' and etcd's requirements, every module they use
@@ -211,7 +211,7 @@ wait_all() {
 }
 
 if ((${#k8s[@]})); then
-  log "${k8s[*]}: not built yet; compiling from source takes minutes and up to 2 GB of memory (2 cores, cold: etcd and kube-apiserver about 10 and a half, kubectl and kubelet 6 more)"
+  log "${k8s[*]}: not built yet; compiling from source takes minutes and up to 2 GB of memory (2 cores, cold: etcd and kube-apiserver 9 to 12 minutes, kubectl and kubelet 6 more)"
 fi
 # The demo builds every time (it is this repository's code), with what is missing.
 if ((demo)); then k8s+=(demo); fi

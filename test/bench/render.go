@@ -214,7 +214,7 @@ func renderTargets(p func(string, ...any), r *Results) {
 	renderLargeTargets(p, r)
 	if r.Churn != nil {
 		delta, slope := r.Churn.RSSGrowth()
-		p("| no unbounded growth over the churn run (second half's peak RSS within 10%% of the first's, goroutines flat), every Node settled | RSS %+.1f MiB over %s (%+.2f MiB/min over the second half), %d Nodes unsettled at the end | %s |\n",
+		p("| no unbounded growth over the churn run (second half's peak RSS within 10%% + 8 MiB of the first's, goroutines up by 20 at most, 4 samples at least), every Node settled | RSS %+.1f MiB over %s (%+.2f MiB/min over the second half), %d Nodes unsettled at the end | %s |\n",
 			float64(delta)/(1<<20), period(r.Churn.Duration), slope/(1<<20), len(r.Churn.Unsettled), mark(len(r.Churn.Unsettled) == 0 && r.Churn.Bounded()))
 	}
 	p("\n")

@@ -411,11 +411,11 @@ func (c Churn) RSSGrowth() (delta int64, perMinute float64) {
 
 // Bounded reports whether memory stayed bounded over the run: the highest resident set of its
 // second half is within 10% (plus 8 MiB of slack for the garbage collector's timing) of the
-// highest of its first half, and the goroutines did not grow by more than 20. Too few samples
-// count as bounded.
+// highest of its first half, and the goroutines did not grow by more than 20. Fewer than 4
+// samples show nothing, so they do not count as bounded.
 func (c Churn) Bounded() bool {
 	if len(c.Samples) < 4 {
-		return true
+		return false
 	}
 	mid := len(c.Samples) / 2
 	peak := func(s []MemSample) int64 {
