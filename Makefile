@@ -81,6 +81,10 @@ chart-package: ## Package the chart into $(DIST) for `helm push` to an OCI regis
 docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
+.PHONY: test-race
+test-race: testbin ## The concurrent packages' tests under the race detector (XO client, inventory, simulator, controllers, webhook, command).
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" go test -race -count=1 -timeout 30m ./xo/... ./controllers/... ./webhook/... ./cmd/app
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target FUZZTIME (default 20000x) each; crashers land in testdata/fuzz.
 	hack/fuzz.sh

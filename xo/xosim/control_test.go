@@ -3,6 +3,7 @@ package xosim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,8 +258,14 @@ func TestConcurrentUse(t *testing.T) {
 			if i%2 == 0 {
 				state = "Halted"
 			}
-			_ = e.sim.SetPowerState(vmW1, state)
-			_ = e.sim.AddTag(vmCP, fmt.Sprint("t", i%5))
+			if err := e.sim.SetPowerState(vmW1, state); err != nil {
+				t.Errorf("SetPowerState: %v", err)
+				return
+			}
+			if err := e.sim.AddTag(vmCP, fmt.Sprint("t", i%5)); err != nil {
+				t.Errorf("AddTag: %v", err)
+				return
+			}
 		}
 	}()
 	deadline := time.Now().Add(5 * time.Second)
@@ -268,6 +275,15 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 	<-done
+	vm, ok := e.sim.VM(vmCP)
+	if !ok {
+		t.Fatal("VM gone")
+	}
+	for i := range 5 {
+		if !slices.Contains(vm.Tags, fmt.Sprint("t", i)) {
+			t.Errorf("tag t%d missing after the concurrent writes: %v", i, vm.Tags)
+		}
+	}
 }
 
 // BenchmarkListVMsNDJSON lists 10,000 VMs as the inventory does.
