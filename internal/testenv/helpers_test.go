@@ -182,7 +182,7 @@ func TestRecorder(t *testing.T) {
 	r.Eventf(a, nil, corev1.EventTypeNormal, "Up", "Do", "%s is %d", "a", 1)
 	r.Eventf(a, nil, corev1.EventTypeWarning, "Down", "Do", "no args")
 	r.Eventf(b, nil, corev1.EventTypeNormal, "Up", "Do", "b")
-	if got := r.Find("a", "Up"); len(got) != 1 || got[0] != (Event{Object: "a", UID: "uid-a", Type: corev1.EventTypeNormal, Reason: "Up", Note: "a is 1"}) {
+	if got := r.Find("a", "Up"); len(got) != 1 || got[0] != (Event{Object: "a", UID: "uid-a", Type: corev1.EventTypeNormal, Reason: "Up", Action: "Do", Note: "a is 1"}) {
 		t.Errorf("Find(a, Up) = %+v", got)
 	}
 	if got := r.All("a"); len(got) != 2 || got[1].Reason != "Down" {
@@ -190,5 +190,12 @@ func TestRecorder(t *testing.T) {
 	}
 	if got := r.Find("c", "Up"); len(got) != 0 {
 		t.Errorf("Find(c, Up) = %+v", got)
+	}
+	if got := r.Invalid(); len(got) != 0 {
+		t.Errorf("valid events reported invalid: %v", got)
+	}
+	r.Eventf(a, nil, "Bad", "", "", "%s", strings.Repeat("x", 1025))
+	if got := r.Invalid(); len(got) != 4 {
+		t.Errorf("Invalid() = %q, want the type, the reason, the action and the note", got)
 	}
 }
