@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -90,5 +91,74 @@ func TestSimReconnectionBetweenPolls(t *testing.T) {
 	}
 	if s := relist(); !s.PoolConnected(pool) || s.VM(vms[1]) == nil {
 		t.Fatal("the reconnected pool must be trusted once settled and loaded")
+	}
+}
+
+// TestSimPoolScope: against the simulator, with XO's own filter syntax, an inventory scoped to
+// one pool (by name, or by uuid) holds that pool's VMs and none of the other's, also after VMs
+// are added to both.
+func TestSimPoolScope(t *testing.T) {
+	ctx := context.Background()
+	sim := xosim.New(xosim.Options{Tokens: []string{"tok"}})
+	pools, vms := map[string]string{}, map[string][]string{}
+	add := func(pool, name string) {
+		t.Helper()
+		host := pool + "-host"
+		id, err := sim.AddVM(xosim.VMSpec{PoolID: pools[pool], HostID: pools[host], NameLabel: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vms[pool] = append(vms[pool], id)
+	}
+	for _, name := range []string{"pool-a", "pool-b"} {
+		id, err := sim.AddPool(xosim.PoolSpec{NameLabel: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pools[name] = id
+		if pools[name+"-host"], err = sim.AddHost(xosim.HostSpec{PoolID: id, NameLabel: name + "-host"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			add(name, fmt.Sprintf("%s-vm-%d", name, i))
+		}
+	}
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	c, err := xo.New(xo.Options{URL: srv.URL, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ scope, in, out string }{
+		{"pool-a", "pool-a", "pool-b"},
+		{pools["pool-b"], "pool-b", "pool-a"},
+	} {
+		t.Run(tt.in, func(t *testing.T) {
+			inv := inventory.New(c, inventory.Options{Log: logr.Discard(), Pools: []string{tt.scope}, DisableEventStream: true})
+			check := func() {
+				t.Helper()
+				if err := inv.Relist(ctx); err != nil {
+					t.Fatal(err)
+				}
+				s := inv.Snapshot()
+				for _, id := range vms[tt.in] {
+					if s.VM(id) == nil {
+						t.Errorf("VM %s of the pool in scope missing", id)
+					}
+				}
+				for _, id := range vms[tt.out] {
+					if s.VM(id) != nil {
+						t.Errorf("VM %s of the pool out of scope held", id)
+					}
+				}
+				if s.Len() != len(vms[tt.in]) {
+					t.Errorf("%d VMs held, want the %d of %s", s.Len(), len(vms[tt.in]), tt.in)
+				}
+			}
+			check()
+			add(tt.in, tt.in+"-new")
+			add(tt.out, tt.out+"-new")
+			check()
+		})
 	}
 }
