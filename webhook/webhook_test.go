@@ -49,11 +49,7 @@ func serve(t *testing.T, labels node.LabelOptions) *world {
 	t.Helper()
 	x := testenv.NewXO(t, testenv.XOOptions{})
 	w := &world{x: x, events: &testenv.Recorder{}}
-	t.Cleanup(func() {
-		for _, p := range w.events.Invalid() {
-			t.Errorf("the API server would refuse this %s", p)
-		}
-	})
+	w.events.FailOnInvalid(t)
 	w.pool = x.AddPool(t, xosim.PoolSpec{NameLabel: "dc1-pool-a"})
 	w.host = x.AddHost(t, xosim.HostSpec{PoolID: w.pool, NameLabel: "xcp-host-01"})
 	x.StartInventory(t, inventory.Options{})

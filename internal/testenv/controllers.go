@@ -85,11 +85,7 @@ func NewFixture(t testing.TB, env *Env, o FixtureOptions) *Fixture {
 		T: t, Ctx: t.Context(), Env: env, X: x, Sim: x.Sim, Client: x.Client, Rec: &Recorder{},
 		vmMemory: cmp.Or(o.VMMemory, 2*xosim.GiB),
 	}
-	t.Cleanup(func() {
-		for _, p := range f.Rec.Invalid() {
-			t.Errorf("the API server would refuse this %s", p)
-		}
-	})
+	f.Rec.FailOnInvalid(t)
 	f.Pool = x.AddPool(t, xosim.PoolSpec{ID: o.PoolID, NameLabel: cmp.Or(o.PoolName, "pool-a")})
 	f.Host1 = x.AddHost(t, xosim.HostSpec{ID: o.HostIDs[0], PoolID: f.Pool, NameLabel: cmp.Or(o.HostNames[0], "host-1")})
 	f.Host2 = x.AddHost(t, xosim.HostSpec{ID: o.HostIDs[1], PoolID: f.Pool, NameLabel: cmp.Or(o.HostNames[1], "host-2")})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +66,16 @@ func (r *Recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype,
 	for _, p := range problems {
 		r.invalid = append(r.invalid, fmt.Sprintf("event %s on %s: %s", e.Reason, e.Object, p))
 	}
+}
+
+// FailOnInvalid fails t, when it ends, for each event recorded by then that the API server
+// would refuse.
+func (r *Recorder) FailOnInvalid(t testing.TB) {
+	t.Cleanup(func() {
+		for _, p := range r.Invalid() {
+			t.Errorf("the API server would refuse this %s", p)
+		}
+	})
 }
 
 // Invalid returns what the API server would refuse in the events recorded so far.
