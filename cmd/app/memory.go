@@ -27,8 +27,9 @@ import (
 // from the last collection: one that ran during a burst counted what the burst held then as
 // live (during a relist of 100,000 VMs, the old snapshot and the new listing at once: twice the
 // inventory), so that the heap looks all live once the burst's data is garbage. So when the last
-// collection ran while the process was busy, the first quiet look collects anyway, once. The peak during a burst is unchanged;
-// what the process keeps at rest is the live data and what it allocates between collections.
+// collection ran while the process was busy, the first quiet look collects anyway, once. The
+// peak during a burst is unchanged; what the process keeps at rest is the live data and what it
+// allocates between collections.
 // Nothing in client-go, controller-runtime or the runtime does this (the runtime's own knobs,
 // GOGC and GOMEMLIMIT, bound the heap during the burst as well, at a CPU cost there).
 const (

@@ -475,20 +475,8 @@ func TestTaintLiftedOnlyFromATrustedPool(t *testing.T) {
 	if !f.HasTaint(n, node.TaintShutdown, "") {
 		t.Fatal("not tainted again")
 	}
-	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitInventory("pool-a dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolConnected(f.Pool) })
-	if err := f.Sim.SetPowerState(vm, running); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitInventory("pool-a back, settling", func(s *inventory.Snapshot) bool {
-		v := s.VM(vm)
-		return v != nil && v.PowerState == running && s.Settling() && !s.PoolConnected(f.Pool)
-	})
+	f.powerWhilePoolLost(vm, running)
+	f.WaitInventory("pool-a settling", func(s *inventory.Snapshot) bool { return s.Settling() })
 	f.Step(f.SettleTime / 2)
 	f.reconcile(n)
 	if !f.HasTaint(n, node.TaintShutdown, "") {
@@ -509,20 +497,7 @@ func TestTaintAddedWhileThePoolSettles(t *testing.T) {
 	vm := f.addVM("settling", running)
 	n := f.createNode("w", vm, true).Name
 	f.reconcile(n)
-	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitInventory("pool dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolConnected(f.Pool) })
-	if err := f.Sim.SetPowerState(vm, halted); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitInventory("pool back, settling", func(s *inventory.Snapshot) bool {
-		v := s.VM(vm)
-		return v != nil && v.PowerState == halted && !s.PoolConnected(f.Pool)
-	})
+	f.powerWhilePoolLost(vm, halted)
 	f.SetReady(n, false)
 	f.reconcile(n)
 	if !f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) || !f.HasTaint(n, node.TaintOutOfService, corev1.TaintEffectNoExecute) {

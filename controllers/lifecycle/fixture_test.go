@@ -94,3 +94,24 @@ func (f *fixture) waitAbsenceSettled(vmID string) {
 		return ok && wait == 0
 	})
 }
+
+// powerWhilePoolLost has XO lose the fixture's pool, sets the VM's power state meanwhile, and
+// reconnects the pool; it returns once the inventory shows the VM back in that state, its pool
+// not yet trusted (settling).
+func (f *fixture) powerWhilePoolLost(vmID, power string) {
+	f.T.Helper()
+	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
+		f.T.Fatal(err)
+	}
+	f.WaitInventory("pool dropped", func(s *inventory.Snapshot) bool { return s.VM(vmID) == nil && !s.PoolConnected(f.Pool) })
+	if err := f.Sim.SetPowerState(vmID, power); err != nil {
+		f.T.Fatal(err)
+	}
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
+		f.T.Fatal(err)
+	}
+	f.WaitInventory("pool back, settling", func(s *inventory.Snapshot) bool {
+		v := s.VM(vmID)
+		return v != nil && v.PowerState == power && !s.PoolConnected(f.Pool)
+	})
+}
