@@ -81,6 +81,16 @@ chart-package: ## Package the chart into $(DIST) for `helm push` to an OCI regis
 docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
+# IMAGE_TAR is where `make image` writes the image, in `docker save` format: `ctr images import`
+# and `docker load` read it.
+IMAGE_TAR ?= $(DIST)/image.tar
+
+# image builds the binary with the build recipe itself, the one the Dockerfile mirrors, so that
+# the build command stays in one place (charts/dockerfile_test.go checks both).
+.PHONY: image
+image: build ## Build the image $(IMAGE) into $(IMAGE_TAR) without Docker (go-containerregistry, hack/image).
+	go run ./hack/image -binary $(BIN)/$(BINARY) -version $(VERSION) -tag $(IMAGE) -o $(IMAGE_TAR)
+
 .PHONY: test-race
 test-race: testbin ## The concurrent packages' tests under the race detector (XO client, inventory, simulator, controllers, webhook, command).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" go test -race -count=1 -timeout 30m ./xo/... ./controllers/... ./webhook/... ./cmd/app

@@ -1,8 +1,11 @@
 package charts
 
 import (
+	"archive/tar"
+	"bytes"
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -12,6 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/linter"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
@@ -25,7 +31,7 @@ import (
 // Docker cannot run here, so the Dockerfile is read with BuildKit's own parser and checked: its
 // structure, a lint (BuildKit's parse-time checks and the hadolint rules that apply to it;
 // hadolint itself is not packaged for Debian), and its build command against `make -n build`,
-// argument for argument.
+// argument for argument; the image `make image` builds without Docker is checked against it too.
 
 // The values both builds are compared with: the version is a build input, the output folder
 // only a location.
@@ -172,25 +178,44 @@ func simpleCommand(line string, vars map[string]string) ([]string, error) {
 	return append(words, args...), nil
 }
 
+// makeCommands returns the words of each command `make target` runs with testVersion, testBin
+// and the variables vars (NAME=value).
+func makeCommands(t *testing.T, target string, vars ...string) [][]string {
+	t.Helper()
+	cmd := exec.Command("make", append([]string{"--no-print-directory", "-n", target, "VERSION=" + testVersion, "BIN=" + testBin}, vars...)...)
+	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "MAKEFLAGS=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("make -n %s: %v", target, err)
+	}
+	var cmds [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		words, err := simpleCommand(l, nil)
+		if err != nil {
+			t.Fatalf("make %s: %v", target, err)
+		}
+		cmds = append(cmds, words)
+	}
+	return cmds
+}
+
 // makeBuildCommand returns the words of the command `make build` runs with testVersion and
 // testBin.
 func makeBuildCommand(t *testing.T) []string {
 	t.Helper()
-	cmd := exec.Command("make", "--no-print-directory", "-n", "build", "VERSION="+testVersion, "BIN="+testBin)
-	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "MAKEFLAGS=")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("make -n build: %v", err)
+	cmds := makeCommands(t, "build")
+	if len(cmds) != 1 {
+		t.Fatalf("make build runs %d commands, want 1 (the Dockerfile mirrors it): %q", len(cmds), cmds)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 1 {
-		t.Fatalf("make build runs %d commands, want 1 (the Dockerfile mirrors it): %q", len(lines), lines)
+	return cmds[0]
+}
+
+// valueAt returns the index of the word after flag in words (its value), or -1.
+func valueAt(words []string, flag string) int {
+	if i := slices.Index(words, flag); i >= 0 && i+1 < len(words) {
+		return i + 1
 	}
-	words, err := simpleCommand(lines[0], nil)
-	if err != nil {
-		t.Fatalf("make build: %v", err)
-	}
-	return words
+	return -1
 }
 
 func TestDockerfileBuildMatchesMakefile(t *testing.T) {
@@ -248,6 +273,110 @@ func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 	}
 	if ep, entry := find[*instructions.EntrypointCommand](final, nil); ep < 0 || entry.PrependShell || len(entry.CmdLine) == 0 || entry.CmdLine[0] != cpy.DestPath {
 		t.Errorf("ENTRYPOINT is not [%q] in JSON form", cpy.DestPath)
+	}
+}
+
+// TestDockerfileMatchesImageRecipe checks that `make image`, which builds without Docker, makes
+// the image the Dockerfile describes where the two compare: it runs the build command of `make
+// build` (so the Dockerfile's), puts that binary where the Dockerfile copies it, and runs it with
+// the same USER and ENTRYPOINT. The recipe's image command is run on a stand-in binary and its
+// archive read back.
+func TestDockerfileMatchesImageRecipe(t *testing.T) {
+	df := readDockerfile(t)
+	builder, final := df.stages[0], df.stages[len(df.stages)-1]
+
+	dir := t.TempDir()
+	out := filepath.Join(dir, "image.tar")
+	cmds := makeCommands(t, "image", "IMAGE_TAR="+out)
+	if len(cmds) != 2 {
+		t.Fatalf("make image runs %d commands, want 2 (the build, then hack/image): %q", len(cmds), cmds)
+	}
+	build, image := cmds[0], cmds[1]
+
+	// The same build command as the Dockerfile's, with the same --build-arg VERSION and BIN.
+	b, run := find(builder, func(c *instructions.RunCommand) bool { return strings.Contains(c.String(), "go build") })
+	if b < 0 {
+		t.Fatal("the builder stage has no RUN go build")
+	}
+	docker, err := simpleCommand(runLine(t, run), df.args(t, builder, b, map[string]string{"VERSION": testVersion, "BIN": testBin}))
+	if err != nil {
+		t.Fatalf("line %d: %v", line(run), err)
+	}
+	if !slices.Equal(build, docker) {
+		t.Errorf("make image builds with a command other than the Dockerfile's:\n docker: %q\n   make: %q", docker, build)
+	}
+
+	// The image command takes the binary the build wrote.
+	o, bin, tagAt, outAt := valueAt(build, "-o"), valueAt(image, "-binary"), valueAt(image, "-tag"), valueAt(image, "-o")
+	if o < 0 || bin < 0 || tagAt < 0 || outAt < 0 {
+		t.Fatalf("make image: want the build's -o and the image command's -binary, -tag and -o: %q", cmds)
+	}
+	if image[bin] != build[o] {
+		t.Errorf("make image puts %s in the image, want the build's output %s", image[bin], build[o])
+	}
+	if image[outAt] != out {
+		t.Errorf("make image writes %s, want IMAGE_TAR (%s)", image[outAt], out)
+	}
+
+	// Run it on a stand-in for the binary and read the image back.
+	fake := []byte("stand-in for the controller binary\n")
+	image[bin] = filepath.Join(dir, "binary")
+	if err := os.WriteFile(image[bin], fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(image[0], image[1:]...)
+	cmd.Dir = repoRoot
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%q: %v\n%s", image, err, msg)
+	}
+	tag, err := name.NewTag(image[tagAt])
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatalf("read %s back as %s: %v", out, tag, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if u, user := find[*instructions.UserCommand](final, nil); u < 0 || cf.Config.User != user.User {
+		t.Errorf("make image runs as user %q, the Dockerfile with %v", cf.Config.User, user)
+	}
+	ep, entry := find[*instructions.EntrypointCommand](final, nil)
+	if ep < 0 || !slices.Equal(cf.Config.Entrypoint, entry.CmdLine) {
+		t.Fatalf("make image's entrypoint %q differs from the Dockerfile's %v", cf.Config.Entrypoint, entry)
+	}
+	if v := cf.Config.Labels["org.opencontainers.image.version"]; v != testVersion {
+		t.Errorf("make image's version label %q, want %s", v, testVersion)
+	}
+	cp, cpy := find(final, func(c *instructions.CopyCommand) bool { return c.From == builder.Name })
+	if cp < 0 {
+		t.Fatalf("the runtime stage has no COPY --from=%s", builder.Name)
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			t.Fatalf("make image has no %s, where the Dockerfile copies the binary", cpy.DestPath)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if "/"+strings.TrimPrefix(h.Name, "./") != cpy.DestPath {
+			continue
+		}
+		if got, err := io.ReadAll(tr); err != nil || !bytes.Equal(got, fake) {
+			t.Errorf("%s in make image's image is not the binary given: %v", cpy.DestPath, err)
+		}
+		if h.Mode&0o111 == 0 {
+			t.Errorf("%s in make image's image has mode %o: not executable", cpy.DestPath, h.Mode)
+		}
+		return
 	}
 }
 
