@@ -74,18 +74,31 @@ func (e *Estate) HasSynced() bool {
 	return false
 }
 
-// ReadyCheck is a healthz checker: ready once at least one server has been listed, so that a
-// server that is down at start-up does not keep the webhook from serving the others' Nodes.
-// Nodes of a server not listed yet resolve as incomplete and are finished by the controllers.
+// ReadyCheck is a healthz checker: ready once at least one server has been listed, and no
+// listed server still has pools of its first listing settling (Inventory.SettleCheck).
+//
+// One server's trouble never blocks another's Nodes, as before the settle time counted: a
+// server that is down at start-up does not keep the webhook from serving the others' Nodes
+// (Nodes of a server not listed yet resolve as incomplete and are finished by the
+// controllers), and neither does a listed server whose last refresh failed or whose inventory
+// is not current. A listed server whose pools are settling does hold readiness back: the wait
+// is bounded by the settle time, and a Node admitted meanwhile could be matched by name or
+// address by any replica that has run longer, but not by this one.
 func (e *Estate) ReadyCheck(_ any) error {
-	if e.HasSynced() {
-		return nil
+	if !e.HasSynced() {
+		names := make([]string, len(e.members))
+		for i, m := range e.members {
+			names[i] = m.Inventory.Name()
+		}
+		return fmt.Errorf("no XO server listed yet (%s)", strings.Join(names, ", "))
 	}
-	names := make([]string, len(e.members))
-	for i, m := range e.members {
-		names[i] = m.Inventory.Name()
+	var errs []error
+	for _, m := range e.members {
+		if err := m.Inventory.SettleCheck(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return fmt.Errorf("no XO server listed yet (%s)", strings.Join(names, ", "))
+	return errors.Join(errs...)
 }
 
 // LastError returns the last refresh error of any server, naming it; nil when every last

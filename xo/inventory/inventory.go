@@ -104,10 +104,15 @@ type Inventory struct {
 	// listing.
 	subscriptions, listedAfter atomic.Uint64
 
-	lastErr   atomic.Pointer[errBox]
-	synced    chan struct{}
-	syncOnce  sync.Once
-	relistNow chan struct{}
+	lastErr atomic.Pointer[errBox]
+	// first holds, from the first successful listing on, the pools it showed connected with
+	// their pool object, each with its connection time then; firstSettled is set once they
+	// are all trusted or gone (see Settling).
+	first        atomic.Pointer[map[string]time.Time]
+	firstSettled atomic.Bool
+	synced       chan struct{}
+	syncOnce     sync.Once
+	relistNow    chan struct{}
 
 	// scopeIDs remembers the pool uuid a scope name resolved to, so that a pool keeps
 	// counting while it is disconnected (XO then lists neither the pool nor its name).
@@ -191,12 +196,13 @@ func (i *Inventory) AddHandler(fn func(Change)) {
 // inventory: the webhook serves from it on all of them.
 func (i *Inventory) NeedLeaderElection() bool { return false }
 
-// ReadyCheck is a healthz checker: ready once a listing has succeeded.
+// ReadyCheck is a healthz checker: ready once a listing has succeeded and the pools of the
+// first one are settled, unless the server is in trouble (see SettleCheck).
 func (i *Inventory) ReadyCheck(_ any) error {
 	if !i.HasSynced() {
 		return errors.New("XO inventory not synced yet")
 	}
-	return nil
+	return i.SettleCheck()
 }
 
 // fresh reports whether the inventory is current: the event stream is up and a relist begun
@@ -391,6 +397,9 @@ func (i *Inventory) Relist(ctx context.Context) error {
 		next = b.done()
 	}
 	next.scope = sc
+	if i.first.Load() == nil {
+		i.first.Store(firstPools(next))
+	}
 	i.touched = nil
 	i.listedAfter.Store(subscriptions)
 	i.snap.Store(next)
