@@ -63,15 +63,24 @@ func Run(ctx context.Context, o *Options, restConfig *rest.Config, env func(stri
 	return RunConfig(ctx, o, cfg, restConfig)
 }
 
+// ManagerShutdownTimeout bounds the manager's graceful stop once its context ends (after
+// --shutdown-delay): in-flight reconciles and admissions end, the Lease is released. The
+// chart's terminationGracePeriodSeconds must exceed the delay plus this.
+const ManagerShutdownTimeout = 30 * time.Second
+
 // skipControllerNameValidation turns off controller-runtime's check that a controller name is
 // used once per process; the tests, which run the command several times in one process, set it
 // (export_test.go).
 var skipControllerNameValidation = false
 
 // RunConfig builds the Manager with one inventory per XO server, the webhook and the selected
-// controllers, and runs it until ctx ends. o must be valid and cfg loaded.
+// controllers, and runs it until ctx ends and then, not Ready, for o.ShutdownDelay more (see
+// gracefulStop). o must be valid and cfg loaded.
 func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *rest.Config) error {
 	log := ctrl.Log.WithName("setup")
+	stop := newGracefulStop(o.ShutdownDelay, o.ShutdownClock, ctrl.Log.WithName("shutdown"))
+	ctx, cancel := stop.context(ctx)
+	defer cancel()
 	for _, w := range cfg.Warnings() {
 		log.Info("WARNING: " + w)
 	}
@@ -91,6 +100,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		LeaderElectionID:              LeaseName,
 		LeaderElectionNamespace:       o.LeaderElectNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptr.To(ManagerShutdownTimeout),
 		LeaseDuration:                 &o.LeaderElectLeaseDuration,
 		RenewDeadline:                 &o.LeaderElectRenewDeadline,
 		RetryPeriod:                   &o.LeaderElectRetryPeriod,
@@ -135,6 +145,9 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("shutdown", stop.ReadyCheck); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("xo-inventory", func(*http.Request) error { return estate.ReadyCheck(nil) }); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
@@ -81,7 +82,14 @@ type Options struct {
 	KubeAPIBurst int
 	// Workers is the number of Nodes each controller reconciles at once.
 	Workers int
-	Zap     zap.Options
+	// ShutdownDelay is how long the process keeps serving, not Ready, after its context ends
+	// (the first SIGTERM or SIGINT) before it stops: the API server may route admissions to
+	// it until the endpoint's removal has propagated. 0 stops at once.
+	ShutdownDelay time.Duration
+	// ShutdownClock is not a flag: the clock of ShutdownDelay (nil: the real one); tests
+	// drive it.
+	ShutdownClock clock.WithTicker
+	Zap           zap.Options
 	// CheckConfig makes the command load and validate the XO config, print it and exit,
 	// without a cluster.
 	CheckConfig bool
@@ -110,6 +118,7 @@ func NewOptions() *Options {
 		KubeAPIQPS:               500,
 		KubeAPIBurst:             1000,
 		Workers:                  64,
+		ShutdownDelay:            5 * time.Second,
 	}
 }
 
@@ -139,6 +148,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the Kubernetes API.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes each controller reconciles concurrently.")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "On SIGTERM or SIGINT, how long to keep serving the webhook and running the controllers while /readyz fails, so that the API server stops routing admissions here before the process stops; a second signal exits at once. 0 stops at once.")
 	fs.BoolVar(&o.CheckConfig, "check-config", o.CheckConfig, "Load and validate the XO config (--config and the environment), print it with the token redacted, and exit; needs no cluster.")
 	o.Zap.BindFlags(fs)
 }
@@ -236,6 +246,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 1 || o.Workers > 1024 {
 		errs = append(errs, fmt.Errorf("--workers: %d must be in [1, 1024]", o.Workers))
+	}
+	if o.ShutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay: %s must not be negative (0 stops at once)", o.ShutdownDelay))
 	}
 	if len(o.EnabledControllers()) == 0 && !o.Webhook {
 		errs = append(errs, errors.New("--controllers is empty and --webhook=false: nothing to run; select a controller or serve the webhook"))

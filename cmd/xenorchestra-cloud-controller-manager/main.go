@@ -68,6 +68,8 @@ func main() {
 	if err != nil {
 		exit(fmt.Errorf("kubeconfig: %w", err))
 	}
+	// The first SIGTERM or SIGINT ends the context: RunConfig stops being Ready and serves on
+	// for --shutdown-delay before it stops. A second one exits at once.
 	if err := app.RunConfig(ctrl.SetupSignalHandler(), o, cfg, restConfig); err != nil {
 		exit(err)
 	}

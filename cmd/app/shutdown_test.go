@@ -1,0 +1,66 @@
+package app
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// TestGracefulStop: when the command's context ends, readiness fails at once while the
+// manager's context lives on for the delay, then ends.
+func TestGracefulStop(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	g := newGracefulStop(5*time.Second, clk, logr.Discard())
+	parent, signal := context.WithCancel(context.Background())
+	ctx, cancel := g.context(parent)
+	defer cancel()
+	if err := g.ReadyCheck(nil); err != nil {
+		t.Fatalf("not ready before any signal: %v", err)
+	}
+	signal()
+	waitUntil(t, "not ready after the signal", func() bool { return g.ReadyCheck(nil) != nil })
+	waitUntil(t, "the delay's timer", clk.HasWaiters)
+	clk.Step(5*time.Second - time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatal("the manager's context ended before the delay")
+	}
+	clk.Step(time.Millisecond)
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the manager's context did not end with the delay")
+	}
+}
+
+// TestGracefulStopWithoutDelay: with a delay of 0 the manager's context ends with the
+// command's, without a timer.
+func TestGracefulStopWithoutDelay(t *testing.T) {
+	g := newGracefulStop(0, clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	parent, signal := context.WithCancel(context.Background())
+	ctx, cancel := g.context(parent)
+	defer cancel()
+	signal()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the manager's context did not end at once with --shutdown-delay=0")
+	}
+	if g.ReadyCheck(nil) == nil {
+		t.Fatal("ready after the signal")
+	}
+}
+
+// waitUntil waits up to 5 s for cond.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
