@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -72,6 +75,7 @@ func TestSelfManagedCertificates(t *testing.T) {
 		probe := testenv.FreeAddr(t)
 		probes = append(probes, probe)
 		o.LeaderElect, o.MetricsBindAddress, o.HealthProbeBindAddress = false, "0", probe
+		o.ShutdownDelay = 0 // the test's end stops it at once
 		runApp(t, o, env, x.URL)
 	}
 	for _, probe := range probes {
@@ -197,15 +201,32 @@ func waitReady(t *testing.T, probe, what string) {
 	})
 }
 
+// probeStatus returns the status and body of GET path on the health probe address probe.
+func probeStatus(probe, path string) (int, string, error) {
+	resp, err := http.Get("http://" + probe + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
 // runApp runs the command with o against env and the XO simulator at xoURL until the test ends.
+// Unless o names a config file, the XO config is xoURL and the test token with the shortest
+// settle time, 1 s: a replica is Ready that long after its first listing.
 func runApp(t *testing.T, o *app.Options, env *testenv.Env, xoURL string) {
 	t.Helper()
+	if o.ConfigFile == "" {
+		o.ConfigFile = filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(o.ConfigFile, fmt.Appendf(nil, "url: %s\ntoken: %s\ninventory: {settleTime: 1s}\n", xoURL, token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, o, env.Config, func(k string) string {
-			return map[string]string{"XOA_URL": xoURL, "XOA_TOKEN": token}[k]
-		})
+		done <- app.Run(ctx, o, env.Config, func(string) string { return "" })
 	}()
 	t.Cleanup(func() {
 		cancel()

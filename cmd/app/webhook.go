@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +29,9 @@ const certPollInterval = 5 * time.Second
 // this controller runs, so cert-manager (which does not tolerate that taint) cannot issue the
 // certificate before the controller has initialized the Nodes. The controllers therefore start
 // without the webhook; the API server admits Nodes unchanged meanwhile (failurePolicy Ignore)
-// and the cloud-node controller initializes them. Readiness reports the webhook as pending, not
-// failed, until the certificate exists.
+// and the cloud-node controller initializes them. The replica is not Ready meanwhile (the
+// readiness check "webhook" names the folder and the missing files): the Service routes
+// admissions to Ready replicas only, and one that cannot serve them must not receive any.
 func startWebhook(ctx context.Context, mgr ctrl.Manager, srv ctrlwebhook.Server, d *webhook.NodeDefaulter, certDir string) error {
 	if err := d.Register(srv); err != nil {
 		return fmt.Errorf("set up webhook: %w", err)
@@ -37,7 +39,10 @@ func startWebhook(ctx context.Context, mgr ctrl.Manager, srv ctrlwebhook.Server,
 	var added atomic.Bool
 	if err := mgr.AddReadyzCheck("webhook", func(r *http.Request) error {
 		if !added.Load() {
-			return nil // waiting for the certificate; see above
+			if err := certsMissing(certDir); err != nil {
+				return fmt.Errorf("waiting for the serving certificate: %w", err)
+			}
+			return fmt.Errorf("waiting for the webhook to start: the serving certificate appeared in %s, looked for every %s", certDir, certPollInterval)
 		}
 		return srv.StartedChecker()(r)
 	}); err != nil {
@@ -79,12 +84,20 @@ func (everyReplica) NeedLeaderElection() bool { return false }
 var _ manager.LeaderElectionRunnable = everyReplica(nil)
 
 // certsPresent reports whether certDir holds a non-empty tls.crt and tls.key.
-func certsPresent(dir string) bool {
+func certsPresent(dir string) bool { return certsMissing(dir) == nil }
+
+// certsMissing returns an error naming the files of tls.crt and tls.key that dir lacks or
+// holds empty, nil when it holds both.
+func certsMissing(dir string) error {
+	var missing []string
 	for _, f := range []string{"tls.crt", "tls.key"} {
 		st, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || st.Size() == 0 {
-			return false
+			missing = append(missing, f)
 		}
 	}
-	return true
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("no %s in %s", strings.Join(missing, "/"), dir)
 }

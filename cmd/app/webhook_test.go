@@ -3,8 +3,10 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +23,10 @@ const token = "app-test-token-0123456789abcdefghijklmnopqr"
 
 // TestWebhookWaitsForCertificate starts the controller with an empty certificate folder, as
 // on a new cluster where cert-manager cannot run before the Nodes are initialized: the
-// controllers must run (a Node is initialized without the webhook), the pod must be ready, and
-// once the certificate appears the webhook must start and describe Nodes at CREATE.
+// controllers must run (a Node is initialized without the webhook), the pod must not be Ready
+// (the Service would route admissions to a replica that cannot serve them) and must say what
+// it waits for, and once the certificate appears the webhook must start, the pod become
+// Ready and Nodes be described at CREATE.
 func TestWebhookWaitsForCertificate(t *testing.T) {
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
@@ -38,8 +42,22 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 	wo := env.WebhookInstallOptions
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = wo.LocalServingHost, wo.LocalServingPort, certDir
 	o.LeaderElect, o.MetricsBindAddress, o.HealthProbeBindAddress = false, "0", probe
+	o.ShutdownDelay = 0 // the test's end stops it at once
 	runApp(t, o, env, x.URL)
-	waitReady(t, probe, "readiness without a certificate")
+	// Everything else ready, the webhook check says what is missing.
+	testenv.WaitFor(t, 30*time.Second, "the XO inventory ready", func() error {
+		if code, body, err := probeStatus(probe, "/readyz/xo-inventory"); err != nil || code != http.StatusOK {
+			return fmt.Errorf("/readyz/xo-inventory: %d %q %v", code, body, err)
+		}
+		return nil
+	})
+	want := "waiting for the serving certificate: no tls.crt/tls.key in " + certDir
+	for _, path := range []string{"/readyz", "/readyz/webhook"} {
+		code, body, err := probeStatus(probe, path)
+		if err != nil || code != http.StatusInternalServerError || path == "/readyz/webhook" && !strings.Contains(body, want) {
+			t.Fatalf("%s without a certificate: %d %q %v; want 500 saying %q", path, code, body, err, want)
+		}
+	}
 	ctx := context.Background()
 	c := env.Client
 	n1 := testenv.KubeletNode("before-cert", testenv.WithSystemUUID(vm1))
@@ -65,6 +83,7 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitReady(t, probe, "ready once the certificate is there")
 	// Every try creates a Node: 100 ms apart, not Eventually's 10 ms.
 	testenv.WaitFor(t, 30*time.Second, "a Node described at CREATE once the certificate is there", func() error {
 		n := testenv.KubeletNode("after-cert-"+time.Now().Format("150405.000000"), testenv.WithSystemUUID(vm2))
