@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 )
 
@@ -411,6 +413,16 @@ func checkInvariants(t *testing.T, o objects) {
 	if err := binaryFlags(c.Args); err != nil {
 		t.Errorf("the binary rejects the chart's args %q: %v", c.Args, err)
 	}
+
+	// The kubelet leaves a terminating pod the time to serve on for --shutdown-delay and then
+	// stop gracefully.
+	delay, err := time.ParseDuration(mustFlag(t, c.Args, "shutdown-delay"))
+	if err != nil {
+		t.Errorf("--shutdown-delay: %v", err)
+	}
+	if g := spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= delay+app.ManagerShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v does not exceed --shutdown-delay %s plus the manager's graceful stop %s", ptr.Deref(g, 30), delay, app.ManagerShutdownTimeout)
+	}
 	if len(c.Command) != 0 {
 		t.Errorf("command %q overrides the image's entrypoint", c.Command)
 	}
@@ -696,8 +708,14 @@ func checkWebhookWiring(t *testing.T, o objects) {
 			t.Fatal("no caBundle and no cert-manager injection: the API server could not verify the webhook")
 		}
 		certDir := mustFlag(t, c.Args, "webhook-cert-dir")
-		if v, ro := volumeAt(t, d, c, certDir); v == nil || v.Secret == nil || v.Secret.SecretName == servingSecret || !ro {
-			t.Errorf("--webhook-cert-dir=%s: volume %+v (read-only %v), want the user's Secret read-only", certDir, v, ro)
+		v, ro := volumeAt(t, d, c, certDir)
+		if v == nil || v.Secret == nil || v.Secret.SecretName == servingSecret || !ro {
+			t.Fatalf("--webhook-cert-dir=%s: volume %+v (read-only %v), want the user's Secret read-only", certDir, v, ro)
+		}
+		// Not optional: a Secret name with a typo must stop the pod in ContainerCreating with
+		// a FailedMount event naming it, not run a replica that never serves.
+		if ptrTrue(v.Secret.Optional) {
+			t.Errorf("the user's certificate Secret %s is mounted optional", v.Secret.SecretName)
 		}
 		return
 	}
@@ -724,11 +742,16 @@ func checkWebhookWiring(t *testing.T, o objects) {
 	}
 	checkDurations(t, cert)
 
-	// Its Secret is mounted read-only at --webhook-cert-dir.
+	// Its Secret is mounted read-only at --webhook-cert-dir, optional: on a new cluster
+	// cert-manager cannot issue it before the Nodes are initialized, and the pod must start
+	// to initialize them.
 	certDir := mustFlag(t, c.Args, "webhook-cert-dir")
 	v, ro := volumeAt(t, d, c, certDir)
 	if v == nil || v.Secret == nil || v.Secret.SecretName != cert.Spec.SecretName || !ro {
-		t.Errorf("--webhook-cert-dir=%s: volume %+v (read-only %v), want Secret %s read-only", certDir, v, ro, cert.Spec.SecretName)
+		t.Fatalf("--webhook-cert-dir=%s: volume %+v (read-only %v), want Secret %s read-only", certDir, v, ro, cert.Spec.SecretName)
+	}
+	if !ptrTrue(v.Secret.Optional) {
+		t.Errorf("certificate volume %s not optional with cert-manager: a new cluster could not bootstrap", v.Name)
 	}
 
 	// The issuer chain: the chart's CA Issuer, backed by the CA Certificate's Secret, signed by
@@ -845,6 +868,7 @@ func checkServiceMonitor(t *testing.T, o objects, m manifest) {
 }
 
 func TestRenderRejects(t *testing.T) {
+	testCA := testenv.NewCA(t, "webhook-ca")
 	cases := map[string]struct {
 		set  []string
 		want string
@@ -897,6 +921,15 @@ func TestRenderRejects(t *testing.T) {
 		"caBundle without existingSecret": {[]string{"webhook.certificates.existingSecret.caBundle=QQ=="}, "caBundle"},
 		"issuerRef when self-managed":     {[]string{"webhook.certificates.mode=selfManaged", "certManager.issuerRef.name=ca"}, "certManager.issuerRef is set but webhook.certificates.mode is selfManaged"},
 		"self-managed flag in args":       {[]string{"extraArgs[0]=--webhook-certs=self-managed"}, "use webhook.certificates.mode"},
+		"caBundle PEM text":               {[]string{"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.name=s", "webhook.certificates.existingSecret.caBundle=-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}, `webhook.certificates.existingSecret.caBundle "-----BEGIN CERTIFICATE-----\nMIIB\n-----EN" is PEM text, but the chart takes the caBundle base64-encoded: set it to the CA certificate`},
+		"caBundle not a certificate":      {[]string{"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.name=s", "webhook.certificates.existingSecret.caBundle=" + base64.StdEncoding.EncodeToString([]byte("hello\n"))}, `webhook.certificates.existingSecret.caBundle "aGVsbG8K" does not decode from base64 to a PEM CERTIFICATE block (it gives "hello\n"): set it to the CA certificate (the one that signed the Secret's tls.crt) in base64, e.g. the output of base64 -w0 ca.crt`},
+		"caBundle not base64":             {[]string{"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.name=s", "webhook.certificates.existingSecret.caBundle=QQ"}, `caBundle "QQ" does not decode from base64 to a PEM CERTIFICATE block`},
+		"caBundle with a private key":     {[]string{"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.name=s", "webhook.certificates.existingSecret.caBundle=" + base64.StdEncoding.EncodeToString(append(testCA.PEM, "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA==\n-----END EC PRIVATE KEY-----\n"...))}, "holds a private key"},
+		"grace period too short":          {[]string{"terminationGracePeriodSeconds=35"}, "terminationGracePeriodSeconds 35 must exceed shutdownDelay (5s) plus 30 s"},
+		"grace period, 1m delay":          {[]string{"shutdownDelay=1m", "terminationGracePeriodSeconds=90"}, "terminationGracePeriodSeconds 90 must exceed shutdownDelay (1m) plus 30 s"},
+		"shutdownDelay of two units":      {[]string{"shutdownDelay=1m30s"}, "shutdownDelay"},
+		"shutdownDelay negative":          {[]string{"shutdownDelay=-1s"}, "shutdownDelay"},
+		"shutdown-delay in args":          {[]string{"extraArgs[0]=--shutdown-delay=1s"}, "use shutdownDelay"},
 		"tokenFile and tokenSecretRef":    {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].tokenFile=/t/token", "config.clusters[0].tokenSecretRef.name=s", "config.clusters[0].tokenSecretRef.key=token"}, "config.clusters[0]: set tokenFile or tokenSecretRef, not both"},
 	}
 	for name, c := range cases {
@@ -915,6 +948,7 @@ func TestRenderRejects(t *testing.T) {
 // TestRenderGuardsAccept renders the values next to what TestRenderRejects refuses, so that
 // the guards refuse no more than they must.
 func TestRenderGuardsAccept(t *testing.T) {
+	testCA := testenv.NewCA(t, "webhook-ca")
 	cases := map[string][]string{
 		"PDB of 50%":                      {"podDisruptionBudget.minAvailable=50%"},
 		"PDB of 66% of 3":                 {"replicaCount=3", "podDisruptionBudget.minAvailable=66%"},
@@ -925,6 +959,9 @@ func TestRenderGuardsAccept(t *testing.T) {
 		"lookupTimeout 10s of 11":         {"webhook.timeoutSeconds=11", "webhook.lookupTimeout=10s"},
 		"lookupTimeout in ns":             {"webhook.timeoutSeconds=1", "webhook.lookupTimeout=999999999ns"},
 		"lookupTimeout without a webhook": {"webhook.enabled=false", "webhook.timeoutSeconds=1", "webhook.lookupTimeout=10s"},
+		"grace period just long enough":   {"shutdownDelay=500ms", "terminationGracePeriodSeconds=31"},
+		"no shutdown delay":               {"shutdownDelay=0s", "terminationGracePeriodSeconds=31"},
+		"caBundle of two certificates":    {"webhook.certificates.mode=existingSecret", "webhook.certificates.existingSecret.name=s", "webhook.certificates.existingSecret.caBundle=" + base64.StdEncoding.EncodeToString(append(append([]byte(nil), testCA.PEM...), testenv.NewCA(t, "next").PEM...))},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {

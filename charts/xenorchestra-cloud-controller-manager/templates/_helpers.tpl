@@ -261,6 +261,7 @@ leader-elect-namespace: nothing (the Lease is in the release namespace, where th
 kube-api-qps: kubeAPI.qps
 kube-api-burst: kubeAPI.burst
 workers: workers
+shutdown-delay: shutdownDelay
 zap-log-level: logLevel
 {{- end -}}
 
@@ -388,6 +389,32 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- if ge $lookupNS (mulf (int .Values.webhook.timeoutSeconds) 1000000000) -}}
 {{- fail (printf "webhook.lookupTimeout %s must be below webhook.timeoutSeconds (%ds): the API server stops waiting for the webhook after timeoutSeconds, so its XO read must end well before; lower lookupTimeout or raise timeoutSeconds" $lookup (int .Values.webhook.timeoutSeconds)) -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.webhook.enabled (eq (include "xoccm.certMode" .) "existingSecret") -}}
+{{- $ca := toString .Values.webhook.certificates.existingSecret.caBundle -}}
+{{- $fix := "set it to the CA certificate (the one that signed the Secret's tls.crt) in base64, e.g. the output of base64 -w0 ca.crt" -}}
+{{- if contains "-----BEGIN" $ca -}}
+{{- fail (printf "webhook.certificates.existingSecret.caBundle %q is PEM text, but the chart takes the caBundle base64-encoded: %s" (trunc 40 $ca) $fix) -}}
+{{- end -}}
+{{- /* b64dec returns the decoding error's text for what is not base64: no PEM block either. */ -}}
+{{- $pem := b64dec $ca -}}
+{{- if not (regexMatch "-----BEGIN CERTIFICATE-----\\s*[A-Za-z0-9+/=\\s]+-----END CERTIFICATE-----" $pem) -}}
+{{- fail (printf "webhook.certificates.existingSecret.caBundle %q does not decode from base64 to a PEM CERTIFICATE block (it gives %q): %s" (trunc 40 $ca) (trunc 40 $pem) $fix) -}}
+{{- end -}}
+{{- if regexMatch "-----BEGIN [A-Z ]*PRIVATE KEY-----" $pem -}}
+{{- fail (printf "webhook.certificates.existingSecret.caBundle %q holds a private key, which must never go into the cluster-wide MutatingWebhookConfiguration: keep only the CA certificate; %s" (trunc 40 $ca) $fix) -}}
+{{- end -}}
+{{- end -}}
+{{- $delay := toString .Values.shutdownDelay -}}
+{{- $delayS := 0.0 -}}
+{{- if regexMatch "^[0-9]+(\\.[0-9]+)?(ms|s|m)$" $delay -}}
+{{- $unit := regexReplaceAll "^[0-9.]+" $delay "" -}}
+{{- $delayS = mulf (trimSuffix $unit $delay | float64) (get (dict "ms" 0.001 "s" 1 "m" 60) $unit) -}}
+{{- else if ne $delay "0" -}}
+{{- fail (printf "shutdownDelay %s: one number and one unit (ms, s or m), or 0" $delay) -}}
+{{- end -}}
+{{- if le (float64 (int .Values.terminationGracePeriodSeconds)) (addf $delayS 30) -}}
+{{- fail (printf "terminationGracePeriodSeconds %d must exceed shutdownDelay (%s) plus 30 s, the longest the controller takes to stop once the delay is over: the kubelet would kill it mid-shutdown; raise terminationGracePeriodSeconds or lower shutdownDelay" (int .Values.terminationGracePeriodSeconds) $delay) -}}
 {{- end -}}
 {{- $hp := int .Values.healthProbe.port -}}
 {{- if or (and .Values.webhook.enabled (eq $hp (int .Values.webhook.port))) (and .Values.metrics.enabled (eq $hp (int .Values.metrics.port))) -}}
