@@ -26,7 +26,7 @@ func TestTrimmedCacheErasesNothing(t *testing.T) {
 	token := newToken(t)
 	x := newXO(t, token, false)
 	vm := x.addVM(t, x.poolA, x.hostA1, "trimmed", "10.0.0.5")
-	cfg := writeConfig(t, t.TempDir(), "config.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", x.URL, token))
+	cfg := writeConfig(t, t.TempDir(), "config.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninventory: {settleTime: 1s}\n", x.URL, token))
 	p := startCCM(t, "trimmed", ccmArgs{kubeconfig: writeKubeconfig(t, env), config: cfg})
 	p.waitReady(t, 30*time.Second)
 

@@ -153,7 +153,7 @@ func TestWebhookCertRotation(t *testing.T) {
 
 // runWebhook runs app.Run in this process with the webhook only (no controllers, no leader
 // election) on a free loopback port with the certificates in certDir, XO configured from
-// xoEnv, until the test ends. It returns the webhook's address once the manager is ready.
+// xoEnv (XOA_URL, XOA_TOKEN) in a config file with a settle time of 1 s, until the test ends. It returns the webhook's address once the manager is ready.
 func runWebhook(t *testing.T, restConfig *rest.Config, certDir string, xoEnv map[string]string) string {
 	t.Helper()
 	o := app.NewOptions()
@@ -164,9 +164,11 @@ func runWebhook(t *testing.T, restConfig *rest.Config, certDir string, xoEnv map
 	o.WebhookHost = "127.0.0.1"
 	o.WebhookPort = testenv.FreePort(t)
 	o.WebhookCertDir = certDir
+	o.ConfigFile = writeConfig(t, t.TempDir(), "config.yaml",
+		fmt.Sprintf("url: %s\ntoken: %s\ninventory: {settleTime: 1s}\n", xoEnv["XOA_URL"], xoEnv["XOA_TOKEN"]))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx, o, restConfig, func(k string) string { return xoEnv[k] }) }()
+	go func() { done <- app.Run(ctx, o, restConfig, func(string) string { return "" }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

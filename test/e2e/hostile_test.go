@@ -77,6 +77,7 @@ listTimeout: 10s
 inventory:
   pollPeriod: 1s
   staleAfter: 1h
+  settleTime: 1s
 `, x.URL, token))
 	wo := env.WebhookInstallOptions
 	p := startCCM(t, "hostile", ccmArgs{kubeconfig: kubeconfig, config: cfg, webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir})

@@ -49,7 +49,7 @@ func TestLeaderElection(t *testing.T) {
 	vm2 := xo.addVM(t, xo.poolA, xo.hostA2, "le-vm-2", "10.0.0.2")
 	vm3 := xo.addVM(t, xo.poolB, xo.hostB1, "le-vm-3", "10.0.0.3")
 	writeConfig(t, dir, "xo-ca.pem", string(xo.caPEM(t)))
-	cfg := writeConfig(t, dir, "config.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\n", xo.URL, token, filepath.Join(dir, "xo-ca.pem")))
+	cfg := writeConfig(t, dir, "config.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\ninventory: {settleTime: 1s}\n", xo.URL, token, filepath.Join(dir, "xo-ca.pem")))
 
 	wo := env.WebhookInstallOptions
 	webhookRoots := x509.NewCertPool()

@@ -48,9 +48,9 @@ func TestWebhookTLS(t *testing.T) {
 	caFile := filepath.Join(dir, "xo-ca.pem")
 	writeConfig(t, dir, "xo-ca.pem", string(goodXO.caPEM(t)))
 
-	verify := writeConfig(t, dir, "verify.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", badXO.URL, token))
-	insecure := writeConfig(t, dir, "insecure.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninsecure: true\n", goodXO.URL, token))
-	withCA := writeConfig(t, dir, "ca.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\n", goodXO.URL, token, caFile))
+	verify := writeConfig(t, dir, "verify.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninventory: {settleTime: 1s}\n", badXO.URL, token))
+	insecure := writeConfig(t, dir, "insecure.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninsecure: true\ninventory: {settleTime: 1s}\n", goodXO.URL, token))
+	withCA := writeConfig(t, dir, "ca.yaml", fmt.Sprintf("url: %s\ntoken: %s\ncaFile: %s\ninventory: {settleTime: 1s}\n", goodXO.URL, token, caFile))
 
 	ca := testenv.NewCA(t, "webhook-ca")
 	roots := x509.NewCertPool()

@@ -242,12 +242,12 @@ func testTokenFileAndBadTLS(t *testing.T, kubeconfig string, env *testenv.Env) {
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(fileToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tfCfg := writeConfig(t, dir, "tokenfile.yaml", fmt.Sprintf("url: %s\ntokenFile: token\ninventory: {pollPeriod: 1s, staleAfter: 5s}\n", plain.URL))
+	tfCfg := writeConfig(t, dir, "tokenfile.yaml", fmt.Sprintf("url: %s\ntokenFile: token\ninventory: {pollPeriod: 1s, staleAfter: 5s, settleTime: 1s}\n", plain.URL))
 
 	tlsToken := newToken(t)
 	unverified := newXO(t, tlsToken, true)
 	unverified.addVM(t, unverified.poolA, unverified.hostA1, "tls-vm")
-	tlsCfg := writeConfig(t, dir, "badtls.yaml", fmt.Sprintf("url: %s\ntoken: %s\n", unverified.URL, tlsToken))
+	tlsCfg := writeConfig(t, dir, "badtls.yaml", fmt.Sprintf("url: %s\ntoken: %s\ninventory: {settleTime: 1s}\n", unverified.URL, tlsToken))
 
 	ca := testenv.NewCA(t, "variant-webhook-ca")
 	tf := startCCM(t, "token-file", ccmArgs{kubeconfig: kubeconfig, config: tfCfg, webhookPort: testenv.FreePort(t), certDir: ca.CertDir(t, 2)})
