@@ -19,15 +19,19 @@ build: ## Build bin/xenorchestra-cloud-controller-manager (the same steps as the
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$(BINARY) ./cmd/$(BINARY)
 
 .PHONY: testbin
-testbin: ## Build or reuse etcd, kube-apiserver, kubectl, kubelet and helm for tests (cached).
+testbin: ## Build or reuse etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and helm for tests (cached).
 	@hack/testbin.sh >/dev/null
+
+.PHONY: realnode
+realnode: ## As root, install what the real-node tests need from Debian (containerd, runc, CNI plugins, iptables) if missing.
+	@hack/realnode.sh
 
 .PHONY: openapi
 openapi: ## Fetch XO's pinned OpenAPI document for the simulator's conformance test (cached).
 	@hack/openapi.sh >/dev/null
 
 .PHONY: test
-test: testbin openapi ## Run every test (unit, simulator conformance, envtest integration, chart).
+test: testbin openapi realnode ## Run every test (unit, simulator conformance, envtest integration, chart, the chart's Pods on a real node).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" go test -count=1 -timeout 30m ./...
 
 .PHONY: fmt

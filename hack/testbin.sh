@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # testbin.sh builds the real Kubernetes binaries the tests and the demo use (etcd, kube-apiserver,
-# kubectl, kubelet, helm) from the Go module proxy, because their release hosts are out of reach
-# here. Results are cached: a second run checks versions and exits in well under a second.
+# kubectl, kubelet, kube-scheduler, kube-controller-manager, helm) from the Go module proxy,
+# because their release hosts are out of reach here. Results are cached: a second run checks
+# versions and exits in well under a second.
 #
 #   hack/testbin.sh              build what is missing, print the directory holding the binaries
 #   hack/testbin.sh NAME...      the same for these binaries only
@@ -19,8 +20,8 @@
 # builds, a line every 15 s says what and for how long.
 #
 # Environment: TESTBIN_DIR (cache root, default ~/.cache/xenorchestra-ccm/testbin),
-# TESTBIN_NO_KUBELET=1 to leave the kubelet out when no NAME is given (only the kubelet
-# integration test needs it).
+# TESTBIN_NO_KUBELET=1 to leave the kubelet, kube-scheduler and kube-controller-manager out when
+# no NAME is given (only the real-node tests, test/kubelet, need them).
 set -euo pipefail
 
 K8S_VERSION=1.37.2
@@ -41,12 +42,12 @@ fi
 want=("$@")
 if ((${#want[@]} == 0)); then
   want=(etcd kube-apiserver kubectl helm)
-  [[ "${TESTBIN_NO_KUBELET:-}" == 1 ]] || want+=(kubelet)
+  [[ "${TESTBIN_NO_KUBELET:-}" == 1 ]] || want+=(kubelet kube-scheduler kube-controller-manager)
 fi
 for b in "${want[@]}"; do
   case $b in
-    etcd | kube-apiserver | kubectl | kubelet | helm) ;;
-    *) echo "testbin: unknown binary $b (etcd, kube-apiserver, kubectl, kubelet, helm)" >&2; exit 2 ;;
+    etcd | kube-apiserver | kubectl | kubelet | kube-scheduler | kube-controller-manager | helm) ;;
+    *) echo "testbin: unknown binary $b (etcd, kube-apiserver, kubectl, kubelet, kube-scheduler, kube-controller-manager, helm)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " ${want[*]} " == *" $1 "* ]]; }
@@ -167,6 +168,8 @@ if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version; then k8s+=(
 if wants kube-apiserver && ! has kube-apiserver "v$K8S_VERSION" --version; then k8s+=(kube-apiserver); fi
 if wants kubectl && ! has kubectl "v$K8S_VERSION" version --client; then k8s+=(kubectl); fi
 if wants kubelet && ! has kubelet "v$K8S_VERSION" --version; then k8s+=(kubelet); fi
+if wants kube-scheduler && ! has kube-scheduler "v$K8S_VERSION" --version; then k8s+=(kube-scheduler); fi
+if wants kube-controller-manager && ! has kube-controller-manager "v$K8S_VERSION" --version; then k8s+=(kube-controller-manager); fi
 helm=0
 if wants helm && ! has helm "v$HELM_VERSION" version --short; then helm=1; fi
 
@@ -211,7 +214,7 @@ wait_all() {
 }
 
 if ((${#k8s[@]})); then
-  log "${k8s[*]}: not built yet; compiling from source takes minutes and up to 2 GB of memory (2 cores, cold: etcd and kube-apiserver 9 to 12 minutes, kubectl and kubelet 6 more)"
+  log "${k8s[*]}: not built yet; compiling from source takes minutes and up to 2 GB of memory (2 cores, cold: etcd and kube-apiserver 9 to 12 minutes, the other Kubernetes binaries several more)"
 fi
 # The demo builds every time (it is this repository's code), with what is missing.
 if ((demo)); then k8s+=(demo); fi
