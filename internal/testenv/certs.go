@@ -66,13 +66,8 @@ func (ca *CA) Issue(t testing.TB, serial int64, hosts ...string) (crt, key []byt
 	if len(hosts) == 0 {
 		hosts = []string{"127.0.0.1", "localhost"}
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	for _, h := range hosts {
@@ -82,6 +77,27 @@ func (ca *CA) Issue(t testing.TB, serial int64, hosts ...string) (crt, key []byt
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return ca.sign(t, tmpl)
+}
+
+// IssueClient returns the PEM certificate and key of a client certificate for the user cn in
+// the groups orgs, as the Kubernetes API server reads them (CommonName, Organization).
+func (ca *CA) IssueClient(t testing.TB, serial int64, cn string, orgs ...string) (crt, key []byte) {
+	t.Helper()
+	return ca.sign(t, &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn, Organization: orgs},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+// sign signs tmpl with a fresh key, valid from an hour ago to an hour from now.
+func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) (crt, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &k.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)

@@ -232,3 +232,92 @@ func (e *Env) NodeExists(t testing.TB, name string) bool {
 	}
 	return err == nil
 }
+
+// UpstreamVM is what the upstream XO CCM v1.1.0 knew of a Node's VM when it initialized the
+// Node: names as its sanitizeToLabel left them, and its instance type (CPUs.max and
+// memory.size rounded to a whole GiB).
+type UpstreamVM struct {
+	PoolID, PoolName, HostID, HostName, VMID, VMName string
+	InstanceType                                     string
+	// MainIP is the VM's mainIpAddress, which upstream publishes as ExternalIP.
+	MainIP string
+	// NodeIP is the kubelet's --node-ip, upstream's only source of InternalIP; empty: none.
+	NodeIP string
+}
+
+// UpstreamInitialized shapes a kubelet's Node as the upstream XO CCM v1.1.0 leaves it once it
+// initialized it (docs/migration.md; anchors.md, "Measured: the upstream XO CCM v1.1.0"): no
+// uninitialized taint; providerID xenorchestra://<pool>/<vm>; the GA and beta region, zone and
+// instance-type labels and its XO labels; the TTL controller's annotation; and the addresses
+// of k8s.io/cloud-provider's node controller, which orders upstream's [InternalIP <node-ip>,
+// ExternalIP <mainIpAddress>, Hostname] by GetNodeAddressesFromNodeIP: every address equal to
+// the node IP first, then those of the other types. With --node-ip equal to mainIpAddress
+// (upstream's usual shape) that is InternalIP and ExternalIP of the same address, then
+// Hostname; without --node-ip, ExternalIP and Hostname only.
+func UpstreamInitialized(u UpstreamVM) NodeOption {
+	return func(n *corev1.Node) {
+		Initialized()(n)
+		n.Spec.ProviderID = "xenorchestra://" + u.PoolID + "/" + u.VMID
+		if n.Status.NodeInfo.SystemUUID == "" {
+			n.Status.NodeInfo.SystemUUID = u.VMID
+		}
+		WithLabels(map[string]string{
+			corev1.LabelTopologyRegion: u.PoolID, corev1.LabelFailureDomainBetaRegion: u.PoolID,
+			corev1.LabelTopologyZone: u.HostID, corev1.LabelFailureDomainBetaZone: u.HostID,
+			corev1.LabelInstanceTypeStable: u.InstanceType, corev1.LabelInstanceType: u.InstanceType,
+			"topology.k8s.xenorchestra/pool_id": u.PoolID, "topology.k8s.xenorchestra/pool_name_label": u.PoolName,
+			"topology.k8s.xenorchestra/host_id": u.HostID, "topology.k8s.xenorchestra/host_name_label": u.HostName,
+			"vm.k8s.xenorchestra/name_label": u.VMName,
+		})(n)
+		WithAnnotations(map[string]string{"node.alpha.kubernetes.io/ttl": "0"})(n)
+		cloud := []corev1.NodeAddress{}
+		if u.NodeIP != "" {
+			n.Annotations[AnnotationProvidedNodeIP] = u.NodeIP
+			cloud = append(cloud, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: u.NodeIP})
+		}
+		if u.MainIP != "" {
+			cloud = append(cloud, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: u.MainIP})
+		}
+		cloud = append(cloud, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
+		n.Status.Addresses = cloud
+		if u.NodeIP == "" {
+			return
+		}
+		var first, rest []corev1.NodeAddress
+		matched := map[corev1.NodeAddressType]bool{}
+		for _, a := range cloud {
+			if a.Address == u.NodeIP {
+				first = append(first, a)
+				matched[a.Type] = true
+			}
+		}
+		for _, a := range cloud {
+			if !matched[a.Type] {
+				rest = append(rest, a)
+			}
+		}
+		n.Status.Addresses = append(first, rest...)
+	}
+}
+
+// KubeletStatus adds what a running kubelet reports besides Ready: the memory, disk and PID
+// pressure conditions (False) and its daemon endpoint.
+func KubeletStatus() NodeOption {
+	return func(n *corev1.Node) {
+		now := metav1.Now()
+		for _, c := range []struct {
+			t      corev1.NodeConditionType
+			reason string
+		}{
+			{corev1.NodeMemoryPressure, "KubeletHasSufficientMemory"},
+			{corev1.NodeDiskPressure, "KubeletHasNoDiskPressure"},
+			{corev1.NodePIDPressure, "KubeletHasSufficientPID"},
+		} {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+				Type: c.t, Status: corev1.ConditionFalse, Reason: c.reason,
+				LastHeartbeatTime: now, LastTransitionTime: now,
+			})
+		}
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	}
+}

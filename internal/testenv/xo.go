@@ -31,6 +31,9 @@ type XOOptions struct {
 	// Client configures XO.Client; URL and Token are filled in, and with TLS the TLSConfig
 	// trusts XO.CA unless set.
 	Client xo.Options
+	// Host is the address Sim listens on; default 127.0.0.1. The real-node tests serve it on
+	// the node's address, which their Pods reach.
+	Host string
 }
 
 // XO is a simulated Xen Orchestra served on a loopback listener for one test, with a real
@@ -77,7 +80,11 @@ func NewXO(t testing.TB, o XOOptions) *XO {
 		x.tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		scheme = "https://"
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	host := o.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
