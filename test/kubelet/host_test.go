@@ -51,11 +51,12 @@ var kubeletHostPaths = []hostPath{
 // deviceManagerSocket is where the kubelet's device manager serves, whatever its root folder.
 const deviceManagerSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
 
-// saveSysctls records the kernel settings the kubelet changes and restores them in t.Cleanup.
-func saveSysctls(t *testing.T) {
+// saveSysctls records the kernel settings the kubelet changes, and extra ones, and restores
+// them in t.Cleanup.
+func saveSysctls(t *testing.T, extra ...string) {
 	t.Helper()
 	saved := map[string]string{}
-	for _, s := range kubeletSysctls {
+	for _, s := range append(slices.Clone(kubeletSysctls), extra...) {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", s))
 		if err != nil {
 			// A kernel without that setting: the kubelet cannot change it either.
@@ -80,11 +81,11 @@ func saveSysctls(t *testing.T) {
 }
 
 // removeCreatedHostPaths removes, in t.Cleanup, the shallowest missing ancestor-or-self of
-// each of kubeletHostPaths: what the kubelet creates and was not there before.
-func removeCreatedHostPaths(t *testing.T) {
+// each of kubeletHostPaths and extra: what the daemons create and was not there before.
+func removeCreatedHostPaths(t *testing.T, extra ...hostPath) {
 	t.Helper()
 	var created []hostPath
-	for _, p := range kubeletHostPaths {
+	for _, p := range append(slices.Clone(kubeletHostPaths), extra...) {
 		if m := firstMissing(p.path); m != "" && !slices.ContainsFunc(created, func(c hostPath) bool { return c.path == m }) {
 			created = append(created, hostPath{m, p.tree})
 		}
@@ -233,8 +234,10 @@ func hostSystemUUID() string {
 	return ""
 }
 
-// kubeletProcess is a running kubelet in its own process group.
-type kubeletProcess struct {
+// process is a host daemon the tests run (the kubelet, and for the real cluster etcd, the
+// control plane and containerd) in its own process group.
+type process struct {
+	name    string
 	cmd     *exec.Cmd
 	started time.Time
 	exited  chan struct{}
@@ -242,9 +245,10 @@ type kubeletProcess struct {
 	log     string
 }
 
-// startKubelet starts bin with args in its own process group, its output in logFile, and
-// kills the whole group in t.Cleanup (the kernel also kills it if the test process dies).
-func startKubelet(t *testing.T, bin, logFile string, args ...string) *kubeletProcess {
+// startProcess starts bin with args in its own process group, its output in logFile, and
+// kills the whole group in t.Cleanup (the kernel also kills it if the test process dies),
+// showing the end of its log when the test failed.
+func startProcess(t *testing.T, name, bin, logFile string, args ...string) *process {
 	t.Helper()
 	f, err := os.Create(logFile)
 	if err != nil {
@@ -253,11 +257,11 @@ func startKubelet(t *testing.T, bin, logFile string, args ...string) *kubeletPro
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &kubeletProcess{cmd: cmd, exited: make(chan struct{}), log: logFile}
+	p := &process{name: name, cmd: cmd, exited: make(chan struct{}), log: logFile}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		t.Fatalf("start kubelet: %v", err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
 		p.err = cmd.Wait()
@@ -265,17 +269,32 @@ func startKubelet(t *testing.T, bin, logFile string, args ...string) *kubeletPro
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("kubelet (pid %d) still running 10 s after SIGKILL", cmd.Process.Pid)
-		}
+		p.kill(t)
 		if t.Failed() {
-			t.Logf("kubelet log (last lines):\n%s", tail(p.log, 60))
+			t.Logf("%s log (last lines):\n%s", name, tail(p.log, 40))
 		}
 	})
 	return p
+}
+
+// kill kills the process group and waits for the process to exit.
+func (p *process) kill(t *testing.T) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s (pid %d) still running 10 s after SIGKILL", p.name, p.cmd.Process.Pid)
+	}
+}
+
+// running reports whether the process has not exited.
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // tail returns the last n lines of a file.

@@ -146,7 +146,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	o.MetricsBindAddress = "0"
 	o.HealthProbeBindAddress = probe
 	// A short settle time: a pool is trusted for name matches (this host has no DMI uuid) one
-	// settle time after the first listing.
+	// settle time after the first listing, and the controller is Ready then.
 	const settle = time.Second
 	o.ConfigFile = filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(o.ConfigFile, fmt.Appendf(nil, "url: %s\ntoken: %s\ninventory: {settleTime: %s}\n", x.URL, token, settle), 0o600); err != nil {
@@ -166,9 +166,9 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 			t.Errorf("controller: %v", mgrErr)
 		}
 	})
+	// Ready means the pool of the first listing is trusted: name matches are too.
 	waitReady(ctx, t, "http://"+probe+"/readyz", mgrDone)
-	t.Logf("controller ready (inventory synced, webhook serving) in %s", time.Since(start).Round(time.Millisecond))
-	time.Sleep(settle + 500*time.Millisecond) // the pool settles: name matches are trusted
+	t.Logf("controller ready (inventory synced and settled, webhook serving) in %s", time.Since(start).Round(time.Millisecond))
 
 	// The kubelet's identity, as a TLS-bootstrapped kubelet ends up with.
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "system:node:" + nodeName, Groups: []string{"system:nodes"}}, nil)
@@ -228,7 +228,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	saveSysctls(t)
 	removeCreatedHostPaths(t)
 	unmountUnder(t, rootDir)
-	kubelet := startKubelet(t, kubeletBin, filepath.Join(dir, "kubelet.log"),
+	kubelet := startProcess(t, "kubelet", kubeletBin, filepath.Join(dir, "kubelet.log"),
 		"--config="+configFile,
 		"--kubeconfig="+kubeconfigFile,
 		"--root-dir="+rootDir,
@@ -341,7 +341,7 @@ func managedFieldsOf(n *corev1.Node, manager string) string {
 
 // nextNode returns the Node of the next watch event, which must be of type want; it fails
 // the test when the kubelet exits, the watch ends or ctx expires first.
-func nextNode(ctx context.Context, t *testing.T, w watch.Interface, k *kubeletProcess, want watch.EventType) *corev1.Node {
+func nextNode(ctx context.Context, t *testing.T, w watch.Interface, k *process, want watch.EventType) *corev1.Node {
 	t.Helper()
 	select {
 	case ev, ok := <-w.ResultChan():

@@ -1,0 +1,339 @@
+package kubelet_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
+
+const (
+	// release is the Helm release; fullnameOverride makes it every object's name.
+	release = "xoccm"
+	// clusterSettle is the inventory's settle time in these installs: a replica is Ready one
+	// settle time after its first listing (docs/install.md, "What Ready means").
+	clusterSettle = 5 * time.Second
+	// fakeTaint keeps Pods off the Nodes the test creates without a kubelet behind them.
+	fakeTaint = "xoccm.test/no-kubelet"
+)
+
+// estate is the XO side of the cluster tests: one pool on two hosts, the real node's VM and
+// VMs for the Nodes the test creates.
+type estate struct {
+	x           *testenv.XO
+	pool, hostA string
+	hostB       string
+	realVM      string
+	realVMName  string
+	mu          sync.Mutex
+	n           int
+}
+
+func newEstate(t *testing.T, c *realCluster) *estate {
+	e := &estate{x: testenv.NewXO(t, testenv.XOOptions{Token: token, Host: c.nodeIP})}
+	e.pool = e.x.AddPool(t, xosim.PoolSpec{NameLabel: "dc1-pool-a"})
+	e.hostA = e.x.AddHost(t, xosim.HostSpec{PoolID: e.pool, NameLabel: "xcp-host-01"})
+	e.hostB = e.x.AddHost(t, xosim.HostSpec{PoolID: e.pool, NameLabel: "xcp-host-02"})
+	spec := xosim.VMSpec{PoolID: e.pool, HostID: e.hostA, CPUs: 2, Memory: xosim.GiB, IPs: []string{c.nodeIP}}
+	if u := hostSystemUUID(); u != "" {
+		spec.ID, spec.NameLabel = u, "vm-of-"+clusterNode
+	} else {
+		spec.NameLabel = clusterNode
+	}
+	e.realVMName = spec.NameLabel
+	e.realVM = e.x.AddVM(t, spec)
+	return e
+}
+
+// matchBy is how a test Node matches its VM.
+type matchBy int
+
+const (
+	byUUID matchBy = iota
+	byName
+	byAddress
+)
+
+func (m matchBy) String() string { return [...]string{"uuid", "name", "address"}[m] }
+
+// newNode adds a VM and returns a Node as its kubelet registers it, matching the VM only by m.
+func (e *estate) newNode(t *testing.T, prefix string, m matchBy) (*corev1.Node, string) {
+	e.mu.Lock()
+	e.n++
+	i := e.n
+	e.mu.Unlock()
+	name := fmt.Sprintf("%s-%d", prefix, i)
+	ip := fmt.Sprintf("10.253.%d.%d", i/250, i%250+1)
+	spec := xosim.VMSpec{PoolID: e.pool, HostID: e.hostA, CPUs: 2, Memory: xosim.GiB, NameLabel: "vm-" + name, IPs: []string{ip}}
+	opts := []testenv.NodeOption{testenv.WithTaints(corev1.Taint{Key: fakeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})}
+	switch m {
+	case byUUID:
+		opts = append(opts, testenv.WithSystemUUID(""))
+	case byName:
+		spec.NameLabel = name
+	case byAddress:
+		opts = append(opts, testenv.WithNodeIP(ip))
+	}
+	vm := e.x.AddVM(t, spec)
+	if m == byUUID {
+		opts[len(opts)-1] = testenv.WithSystemUUID(vm)
+	}
+	return testenv.KubeletNode(name, opts...), vm
+}
+
+// labelled reports whether the Node as its CREATE returned carries the webhook's providerID.
+func labelled(n *corev1.Node) bool {
+	return strings.HasPrefix(n.Spec.ProviderID, node.ProviderName+"://") && n.Labels[node.LabelRegion] != ""
+}
+
+// TestChartOnRealNode installs the chart with the real helm on a real single-node cluster and
+// watches what an operator would: the Pods Running and Ready, Nodes labelled by the webhook Pod
+// in their CREATE, the uninitialized taint lifted by the leader, a rollout and a failover with
+// Nodes arriving, the security settings in the running container, and what uninstall leaves.
+func TestChartOnRealNode(t *testing.T) {
+	c := startRealCluster(t)
+	e := newEstate(t, c)
+	ctx := context.Background()
+	const ns = "xoccm-system"
+
+	// The VMs of the Nodes created below exist before the install: the replicas' first listing
+	// has them (a VM added after a replica's listing reaches it by XO's event stream, a race
+	// with a CREATE sent at once that matching by name or address would lose).
+	var first []*corev1.Node
+	var firstVMs []string
+	for _, m := range []matchBy{byUUID, byName, byAddress} {
+		n, vm := e.newNode(t, "create", m)
+		first, firstVMs = append(first, n), append(firstVMs, vm)
+	}
+
+	start := time.Now()
+	c.helm(t, "install", release, "--namespace", ns, "--create-namespace", "-f", c.values(t, e, "selfManaged", nil))
+	c.waitPodsReady(t, ns, 2, 90*time.Second)
+	t.Logf("helm install → 2 Pods Ready: %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("RealKubeletNodeInitializedByLeader", func(t *testing.T) {
+		// The kubelet registered before the chart was installed: the leader described it and
+		// lifted the taint.
+		waitFor(t, nil, 60*time.Second, "the real Node initialized", func(ctx context.Context) (bool, error) {
+			n, err := c.cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})
+			return err == nil && !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") && n.Spec.ProviderID != "", nil
+		})
+		n, _ := c.cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})
+		wantDescribedOn(t, n, e, e.realVM, e.realVMName, clusterNode)
+	})
+
+	t.Run("NodesLabelledInTheirCreate", func(t *testing.T) {
+		for i, n := range first {
+			got, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := node.FormatProviderID(e.pool, firstVMs[i]); got.Spec.ProviderID != want {
+				t.Errorf("Node %s (match by %s) came back from CREATE with providerID %q, want %q", n.Name, matchBy(i), got.Spec.ProviderID, want)
+			}
+		}
+	})
+
+	t.Run("RealKubeletRegistersLabelled", func(t *testing.T) {
+		// The kubelet registers its Node again once it is deleted and the kubelet restarted:
+		// this time the webhook Pod labels the kubelet's own CREATE.
+		list, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + clusterNode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + clusterNode, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		c.restartKubelet(t, func() {
+			if err := c.cs.CoreV1().Nodes().Delete(ctx, clusterNode, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		var first *corev1.Node
+		for first == nil {
+			select {
+			case ev := <-w.ResultChan():
+				if n, ok := ev.Object.(*corev1.Node); ok && ev.Type == watch.Added {
+					first = n
+				}
+			case <-wctx.Done():
+				t.Fatal("the kubelet did not register its Node again within 60 s")
+			}
+		}
+		wantDescribedOn(t, first, e, e.realVM, e.realVMName, clusterNode)
+		if !node.HasTaint(first.Spec.Taints, node.TaintUninitialized, corev1.TaintEffectNoSchedule) {
+			t.Error("the kubelet's Node was stored without the uninitialized taint: the webhook must not lift it")
+		}
+		waitFor(t, c.kubelet, 60*time.Second, "the real Node Ready and initialized", func(ctx context.Context) (bool, error) {
+			n, err := c.cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})
+			return err == nil && nodeReady(n) && !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, ""), nil
+		})
+		// The controller's Pods survived the kubelet's restart.
+		c.waitPodsReady(t, ns, 2, 60*time.Second)
+	})
+
+	t.Run("SecuritySettingsInTheRunningContainer", func(t *testing.T) {
+		for _, p := range c.waitPodsReady(t, ns, 2, 30*time.Second) {
+			c.checkContainerSecurity(t, p)
+		}
+	})
+
+	t.Run("RolloutUnderLoad", func(t *testing.T) {
+		c.rolloutUnderLoad(t, e, ns)
+	})
+
+	t.Run("Failover", func(t *testing.T) {
+		c.failover(t, e, ns)
+	})
+
+	t.Run("UninstallLeavesWhatTheDocsSay", func(t *testing.T) {
+		c.helm(t, "uninstall", release, "--namespace", ns, "--wait")
+		waitFor(t, nil, 60*time.Second, "the release's Pods gone", func(ctx context.Context) (bool, error) {
+			l, err := c.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(l.Items) == 0, nil
+		})
+		// docs/install.md: the CA Secret the controller made stays; so does the Lease it held.
+		var left []string
+		add := func(kind string, l runtime.Object, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range items {
+				if m, err := meta.Accessor(o); err == nil && (kind != "cluster" || strings.Contains(m.GetName(), release)) {
+					left = append(left, kind+"/"+m.GetName())
+				}
+			}
+		}
+		lo := metav1.ListOptions{}
+		l1, err := c.cs.CoreV1().Secrets(ns).List(ctx, lo)
+		add("Secret", l1, err)
+		l2, err := c.cs.CoreV1().ConfigMaps(ns).List(ctx, lo)
+		add("ConfigMap", l2, err)
+		l3, err := c.cs.CoreV1().ServiceAccounts(ns).List(ctx, lo)
+		add("ServiceAccount", l3, err)
+		l4, err := c.cs.CoreV1().Services(ns).List(ctx, lo)
+		add("Service", l4, err)
+		l5, err := c.cs.AppsV1().Deployments(ns).List(ctx, lo)
+		add("Deployment", l5, err)
+		l6, err := c.cs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, lo)
+		add("PodDisruptionBudget", l6, err)
+		l7, err := c.cs.RbacV1().Roles(ns).List(ctx, lo)
+		add("Role", l7, err)
+		l8, err := c.cs.RbacV1().RoleBindings(ns).List(ctx, lo)
+		add("RoleBinding", l8, err)
+		l9, err := c.cs.CoordinationV1().Leases(ns).List(ctx, lo)
+		add("Lease", l9, err)
+		// Cluster-scoped objects named after the release.
+		l10, err := c.cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, lo)
+		add("cluster", l10, err)
+		l11, err := c.cs.RbacV1().ClusterRoles().List(ctx, lo)
+		add("cluster", l11, err)
+		l12, err := c.cs.RbacV1().ClusterRoleBindings().List(ctx, lo)
+		add("cluster", l12, err)
+		sort.Strings(left)
+		want := []string{
+			"ConfigMap/kube-root-ca.crt",        // kube-controller-manager's, in every namespace
+			"Lease/" + app.LeaseName,            // the leader election's record
+			"Secret/" + release + "-webhook-ca", // docs/install.md: the controller made it
+			"ServiceAccount/default",            // the namespace's own
+		}
+		sort.Strings(want)
+		if strings.Join(left, " ") != strings.Join(want, " ") {
+			t.Errorf("after helm uninstall the namespace and cluster hold %q, want %q", left, want)
+		}
+	})
+
+	t.Run("ExistingSecret", func(t *testing.T) {
+		const ns = "xoccm-existing"
+		ca := testenv.NewCA(t, "xoccm-test-webhook-ca")
+		svc := release + "-webhook"
+		crt, key := ca.Issue(t, 2, svc+"."+ns+".svc", svc, svc+"."+ns)
+		c.createNamespace(t, ns)
+		n, vm := e.newNode(t, "existing", byName) // before the install: see first above
+		if _, err := c.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "webhook-tls"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: crt, corev1.TLSPrivateKeyKey: key},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.helm(t, "install", release, "--namespace", ns, "-f", c.values(t, e, "existingSecret", map[string]any{
+			"webhook": map[string]any{"certificates": map[string]any{"mode": "existingSecret",
+				"existingSecret": map[string]any{"name": "webhook-tls", "caBundle": b64(ca.PEM)}}},
+		}))
+		c.waitPodsReady(t, ns, 2, 90*time.Second)
+		got, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := node.FormatProviderID(e.pool, vm); got.Spec.ProviderID != want {
+			t.Errorf("Node %s came back from CREATE with providerID %q, want %q", n.Name, got.Spec.ProviderID, want)
+		}
+		c.waitInitialized(t, []string{n.Name}, 30*time.Second)
+		c.helm(t, "uninstall", release, "--namespace", ns, "--wait")
+	})
+
+	t.Run("ExistingSecretMissing", func(t *testing.T) {
+		// A Secret name with a typo: the Pods are never Ready, and say why.
+		const ns = "xoccm-missing"
+		c.createNamespace(t, ns)
+		ca := testenv.NewCA(t, "xoccm-test-webhook-ca")
+		c.helm(t, "install", release, "--namespace", ns, "-f", c.values(t, e, "existingSecret", map[string]any{
+			"webhook": map[string]any{"certificates": map[string]any{"mode": "existingSecret",
+				"existingSecret": map[string]any{"name": "webhook-tsl", "caBundle": b64(ca.PEM)}}},
+		}))
+		var reason string
+		waitFor(t, c.kubelet, 60*time.Second, "an event naming the missing Secret", func(ctx context.Context) (bool, error) {
+			l, err := c.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, ev := range l.Items {
+				if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, `"webhook-tsl"`) {
+					reason = ev.Reason + ": " + ev.Message
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		t.Logf("kubectl describe shows: %s", reason)
+		ready, all, err := c.readyPods(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ready) != 0 || len(all) != 2 {
+			t.Errorf("with the Secret missing: %d Pods, %d Ready; want 2 Pods, none Ready", len(all), len(ready))
+		}
+		c.helm(t, "uninstall", release, "--namespace", ns, "--wait")
+	})
+}
+
+// createNamespace creates a namespace.
+func (c *realCluster) createNamespace(t *testing.T, ns string) {
+	t.Helper()
+	if _, err := c.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
