@@ -16,9 +16,10 @@ type AddressOptions struct {
 	InternalCIDRs []netip.Prefix
 	// ExternalCIDRs lists the networks whose guest addresses become ExternalIP. Empty (the
 	// default): no new ExternalIP, and an ExternalIP the Node already carries that is one of the
-	// VM's guest addresses (the upstream XO CCM sets mainIpAddress as ExternalIP) is kept, so
-	// that taking over a Node changes nothing until the operator opts in. An address in both
-	// lists is external.
+	// VM's guest addresses (the upstream XO CCM sets mainIpAddress as ExternalIP) is kept, also
+	// when the same address is the Node's InternalIP (upstream's shape when --node-ip is the
+	// mainIpAddress), so that taking over a Node changes nothing until the operator opts in.
+	// An address in both lists is external.
 	ExternalCIDRs []netip.Prefix
 }
 
@@ -29,36 +30,38 @@ type AddressOptions struct {
 //     first, then the "addresses" map in key order (<dev>/<ipv4|ipv6>/<n>, numbers compared
 //     as numbers), restricted to opts.InternalCIDRs when that is set.
 //  2. ExternalIP: the VM's guest addresses inside opts.ExternalCIDRs (also when the kubelet
-//     provided its node IP); without ExternalCIDRs, the Node's current ExternalIPs that are
-//     guest addresses of the VM, in their current order, before any guest InternalIP. While
-//     the guest reports no address at all, the current ExternalIPs (inside ExternalCIDRs when
-//     set) stay as they are.
+//     provided its node IP, which is then not also an ExternalIP); without ExternalCIDRs, the
+//     Node's current ExternalIPs that are guest addresses of the VM, in their current order,
+//     before any guest InternalIP. Such a kept ExternalIP may be an InternalIP too: the
+//     provided node IP, or a guest address classified as internal. While the guest reports no
+//     address at all, the current ExternalIPs (inside ExternalCIDRs when set) stay as they
+//     are.
 //  3. Hostname: the node name.
 //
 // Loopback, link-local, multicast, unspecified and zoned addresses are skipped; addresses are
-// written in canonical form and de-duplicated (the first occurrence wins). The order is
-// deterministic. It returns nil when no IP address is found, so that a caller never replaces
+// written in canonical form and de-duplicated per type (the first occurrence wins). The order
+// is deterministic. It returns nil when no IP address is found, so that a caller never replaces
 // the node's addresses with a bare hostname while the guest agent has not reported yet.
 func Addresses(n *corev1.Node, vm *xo.VM, opts AddressOptions) []corev1.NodeAddress {
 	if n == nil {
 		return nil
 	}
 	var out []corev1.NodeAddress
+	// add appends an address once per type: one address may be both InternalIP and ExternalIP
+	// (upstream's shape when --node-ip is the VM's mainIpAddress).
 	add := func(t corev1.NodeAddressType, ip string) {
-		for _, a := range out {
-			if a.Address == ip {
-				return
-			}
+		if !slices.Contains(out, corev1.NodeAddress{Type: t, Address: ip}) {
+			out = append(out, corev1.NodeAddress{Type: t, Address: ip})
 		}
-		out = append(out, corev1.NodeAddress{Type: t, Address: ip})
 	}
 
+	var provided []string
 	forEachCSV(n.Annotations[AnnotationProvidedNodeIP], func(s string) {
 		if a, ip, ok := canonicalIP(s); ok && usableAddr(a) {
 			add(corev1.NodeInternalIP, ip)
+			provided = append(provided, ip)
 		}
 	})
-	provided := len(out) > 0
 
 	guest := guestAddresses(vm)
 	for _, a := range n.Status.Addresses {
@@ -85,15 +88,20 @@ func Addresses(n *corev1.Node, vm *xo.VM, opts AddressOptions) []corev1.NodeAddr
 			add(corev1.NodeExternalIP, ip)
 		}
 	}
+	// The guest's addresses are classified once each: a provided node IP is not also an
+	// ExternalIP by CIDR, and an address in ExternalCIDRs is not also an InternalIP. A kept
+	// ExternalIP is no classification: the same address is still a guest InternalIP.
+	var classified []string
 	for _, s := range guest {
 		a, ip, ok := canonicalIP(s)
-		if !ok || !usableAddr(a) {
+		if !ok || !usableAddr(a) || slices.Contains(provided, ip) || slices.Contains(classified, ip) {
 			continue
 		}
+		classified = append(classified, ip)
 		switch {
 		case inCIDRs(a, opts.ExternalCIDRs):
 			add(corev1.NodeExternalIP, ip)
-		case provided:
+		case len(provided) > 0:
 		case len(opts.InternalCIDRs) == 0 || inCIDRs(a, opts.InternalCIDRs):
 			add(corev1.NodeInternalIP, ip)
 		}

@@ -199,3 +199,69 @@ func TestAddressesKeepUpstreamExternalIP(t *testing.T) {
 		t.Fatalf("an ExternalIP outside ExternalCIDRs was kept: %v", got)
 	}
 }
+
+// TestAddressesUpstreamV110Shapes: the addresses the upstream XO CCM v1.1.0 leaves (its
+// InternalIP is the kubelet's --node-ip, its ExternalIP the VM's mainIpAddress, ordered by
+// k8s.io/cloud-provider's GetNodeAddressesFromNodeIP) are what Addresses computes, so that
+// taking such a Node over writes no address; only a Node upstream left without InternalIP
+// gains one, and keeps its ExternalIP.
+func TestAddressesUpstreamV110Shapes(t *testing.T) {
+	vm := &xo.VM{MainIPAddress: "10.0.0.5", Addresses: xo.AddressesOf(map[string]string{
+		"0/ipv4/0": "10.0.0.5", "1/ipv4/0": "192.0.2.10",
+	})}
+	for _, tc := range []struct {
+		name   string
+		nodeIP string
+		before []corev1.NodeAddress
+		opts   AddressOptions
+		// halted: the guest reports no address.
+		halted bool
+		want   []corev1.NodeAddress
+	}{{
+		name:   "--node-ip is mainIpAddress: one address both InternalIP and ExternalIP",
+		nodeIP: "10.0.0.5",
+		before: addrs(internal, "10.0.0.5", external, "10.0.0.5", hostname, "w1"),
+		want:   addrs(internal, "10.0.0.5", external, "10.0.0.5", hostname, "w1"),
+	}, {
+		name:   "--node-ip another guest address",
+		nodeIP: "192.0.2.10",
+		before: addrs(internal, "192.0.2.10", external, "10.0.0.5", hostname, "w1"),
+		want:   addrs(internal, "192.0.2.10", external, "10.0.0.5", hostname, "w1"),
+	}, {
+		name:   "no --node-ip: the guest addresses become InternalIPs, mainIpAddress too",
+		before: addrs(external, "10.0.0.5", hostname, "w1"),
+		want:   addrs(external, "10.0.0.5", internal, "10.0.0.5", internal, "192.0.2.10", hostname, "w1"),
+	}, {
+		name:   "ExternalCIDRs set: the CIDR rules decide, the node IP is not also external",
+		nodeIP: "10.0.0.5",
+		before: addrs(internal, "10.0.0.5", external, "10.0.0.5", hostname, "w1"),
+		opts:   AddressOptions{ExternalCIDRs: cidrs(t, "10.0.0.0/24", "192.0.2.0/24")},
+		want:   addrs(internal, "10.0.0.5", external, "192.0.2.10", hostname, "w1"),
+	}, {
+		name:   "ExternalCIDRs set without --node-ip: an external address is not also internal",
+		before: addrs(external, "10.0.0.5", hostname, "w1"),
+		opts:   AddressOptions{ExternalCIDRs: cidrs(t, "10.0.0.0/24")},
+		want:   addrs(external, "10.0.0.5", internal, "192.0.2.10", hostname, "w1"),
+	}, {
+		name:   "the VM halted: the node IP and upstream's ExternalIP both stay",
+		nodeIP: "10.0.0.5",
+		before: addrs(internal, "10.0.0.5", external, "10.0.0.5", hostname, "w1"),
+		halted: true,
+		want:   addrs(internal, "10.0.0.5", external, "10.0.0.5", hostname, "w1"),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testNode("w1")
+			if tc.nodeIP != "" {
+				n.Annotations = map[string]string{AnnotationProvidedNodeIP: tc.nodeIP}
+			}
+			n.Status.Addresses = tc.before
+			v := vm
+			if tc.halted {
+				v = &xo.VM{}
+			}
+			if got := Addresses(n, v, tc.opts); !AddressesEqual(got, tc.want) {
+				t.Fatalf("Addresses =\n %v\nwant\n %v", got, tc.want)
+			}
+		})
+	}
+}
