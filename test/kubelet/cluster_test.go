@@ -81,7 +81,9 @@ type realCluster struct {
 }
 
 // requireRealNode skips the test where it cannot run (not root, a binary missing), except
-// where REQUIRE_KUBELET_TEST=1 (CI), which turns the skip into a failure.
+// where REQUIRE_KUBELET_TEST=1 (CI), which turns the skip into a failure, and fails it when a
+// kubelet already runs on this host. It returns the folder of hack/testbin.sh's binaries; bins
+// are looked for there, then on PATH (absolute paths as they are).
 func requireRealNode(t *testing.T, bins ...string) string {
 	t.Helper()
 	skip := t.Skip
@@ -89,7 +91,7 @@ func requireRealNode(t *testing.T, bins ...string) string {
 		skip = t.Fatal
 	}
 	if os.Geteuid() != 0 {
-		skip("skipped: needs root (the kubelet and containerd set sysctls, mount, create network namespaces); CI runs it as root")
+		skip("skipped: needs root (the kubelet and containerd set sysctls, mount, need an address on lo and create network namespaces); CI runs it as root")
 	}
 	assets, err := testenv.AssetsDir()
 	if err != nil {
@@ -109,6 +111,10 @@ func requireRealNode(t *testing.T, bins ...string) string {
 			skip(fmt.Sprintf("skipped: %s missing (hack/testbin.sh builds the Kubernetes binaries; hack/realnode.sh installs containerd, runc and the CNI plugins): %v", b, err))
 		}
 	}
+	if c, err := net.Dial("unix", deviceManagerSocket); err == nil {
+		c.Close()
+		t.Fatalf("a kubelet already serves %s on this host: this test would take its device-plugin socket", deviceManagerSocket)
+	}
 	return assets
 }
 
@@ -119,10 +125,6 @@ func startRealCluster(t *testing.T) *realCluster {
 	t.Helper()
 	assets := requireRealNode(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "helm",
 		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback")
-	if c, err := net.Dial("unix", deviceManagerSocket); err == nil {
-		c.Close()
-		t.Fatalf("a kubelet already serves %s on this host", deviceManagerSocket)
-	}
 	// A short path: unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("", "xoccm-node-")
 	if err != nil {
@@ -133,6 +135,7 @@ func startRealCluster(t *testing.T) *realCluster {
 			t.Errorf("remove %s: %v", dir, err)
 		}
 	})
+	start := time.Now()
 	c := &realCluster{t: t, dir: dir, assets: assets}
 	c.nodeIP = addLoopbackIP(t)
 
@@ -153,6 +156,7 @@ func startRealCluster(t *testing.T) *realCluster {
 	c.startContainerd(t)
 	c.importImages(t)
 	c.startKubelet(t)
+	t.Logf("cluster up (control plane, containerd, images built and imported, the kubelet's Node Ready) in %s", time.Since(start).Round(time.Millisecond))
 	return c
 }
 
@@ -485,43 +489,9 @@ func (c *realCluster) importImages(t *testing.T) {
 	}
 }
 
-// kubeletClusterConfig is the real node's KubeletConfiguration: kubeletConfig's sandbox
-// settings, plus the API server's client certificate trusted (kubectl logs), no iptables
-// chains of the kubelet's own, and no image garbage collection (the images cannot be pulled
-// again).
-const kubeletClusterConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: %s
-port: %d
-readOnlyPort: 0
-healthzPort: 0
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-  x509:
-    clientCAFile: %s
-authorization:
-  mode: AlwaysAllow
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-makeIPTablesUtilChains: false
-containerRuntimeEndpoint: unix://%s
-imageServiceEndpoint: unix://%s
-podLogsDir: %s
-syncFrequency: 10s
-`
-
 func (c *realCluster) startKubelet(t *testing.T) {
 	t.Helper()
-	cfg := fmt.Sprintf(kubeletClusterConfig, c.nodeIP, testenv.FreePort(t), c.path("pki", "ca.crt"), c.ctrSock, c.ctrSock, c.path("pod-logs"))
+	cfg := fmt.Sprintf(kubeletConfig, c.nodeIP, testenv.FreePort(t), c.path("pki", "ca.crt"), "unix://"+c.ctrSock, c.path("pod-logs"))
 	if err := os.WriteFile(c.path("kubelet.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

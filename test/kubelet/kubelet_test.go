@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,12 +43,15 @@ const (
 	timeout = 60 * time.Second
 )
 
-// kubeletConfig is the KubeletConfiguration for this sandbox: cgroup v1 allowed, no QoS
-// cgroups nor node allocatable enforcement, no swap check, no eviction thresholds, serving on
-// loopback only with no anonymous access.
+// kubeletConfig is the KubeletConfiguration of every kubelet here: cgroup v1 allowed (cgroupfs),
+// no QoS cgroups nor node allocatable enforcement, no swap check, no eviction thresholds, no
+// iptables chains of its own, no image garbage collection (no image can be pulled again here),
+// serving on an address (first verb) and port with no anonymous access, trusting the client
+// certificates of a CA (a file, or "" for none: the API server's, for kubectl logs), with a
+// CRI endpoint and a folder for the Pods' logs.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzPort: 0
@@ -58,6 +60,8 @@ authentication:
     enabled: false
   webhook:
     enabled: false
+  x509:
+    clientCAFile: %q
 authorization:
   mode: AlwaysAllow
 failCgroupV1: false
@@ -66,9 +70,13 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 evictionHard: {}
-containerRuntimeEndpoint: %s
-imageServiceEndpoint: %s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+makeIPTablesUtilChains: false
+containerRuntimeEndpoint: %[4]s
+imageServiceEndpoint: %[4]s
 podLogsDir: %s
+syncFrequency: 10s
 `
 
 // TestRealKubeletRegistersInitializedNode runs the whole chain with a real kubelet as the
@@ -77,25 +85,7 @@ podLogsDir: %s
 // taint.
 func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	// Skipped where it cannot run, but never in CI (.ci/run sets REQUIRE_KUBELET_TEST=1).
-	skip := t.Skip
-	if os.Getenv("REQUIRE_KUBELET_TEST") == "1" {
-		skip = t.Fatal
-	}
-	if os.Geteuid() != 0 {
-		skip("skipped: needs root (the kubelet sets sysctls, bind-mounts its root dir and needs a --node-ip on lo); CI runs it as root")
-	}
-	assets, err := testenv.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeletBin := filepath.Join(assets, "kubelet")
-	if _, err := os.Stat(kubeletBin); err != nil {
-		skip(fmt.Sprintf("skipped: no kubelet binary in %s (hack/testbin.sh builds it): %v", assets, err))
-	}
-	if c, err := net.Dial("unix", deviceManagerSocket); err == nil {
-		c.Close()
-		t.Fatalf("a kubelet already serves %s on this host: this test would take its device-plugin socket", deviceManagerSocket)
-	}
+	kubeletBin := filepath.Join(requireRealNode(t, "kubelet"), "kubelet")
 
 	logs := &testenv.SyncBuffer{}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.Level(zapcore.InfoLevel)))
@@ -198,7 +188,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 
 	rootDir := filepath.Join(dir, "root")
 	configFile := filepath.Join(dir, "kubelet.yaml")
-	cfg := fmt.Sprintf(kubeletConfig, testenv.FreePort(t), criEndpoint, criEndpoint, filepath.Join(dir, "pod-logs"))
+	cfg := fmt.Sprintf(kubeletConfig, "127.0.0.1", testenv.FreePort(t), "", criEndpoint, filepath.Join(dir, "pod-logs"))
 	if err := os.WriteFile(configFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
