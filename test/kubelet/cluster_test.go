@@ -125,6 +125,7 @@ func startRealCluster(t *testing.T) *realCluster {
 	t.Helper()
 	assets := requireRealNode(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "helm",
 		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback")
+	reclaimLeftovers(t)
 	// A short path: unix socket paths are limited to 107 bytes.
 	dir, err := os.MkdirTemp("", "xoccm-node-")
 	if err != nil {
@@ -420,48 +421,110 @@ func (c *realCluster) ctr(args ...string) (string, error) {
 	return string(out), nil
 }
 
-// killContainers kills every container's processes and every shim of the cluster's containerd.
+// killContainers kills, before containerd, its containers and shims (and whatever else of the
+// cluster still runs), so that mounts and cgroups can be removed.
 func (c *realCluster) killContainers(t *testing.T) {
-	if out, err := c.ctr("tasks", "ls"); err == nil {
-		for _, line := range strings.Split(out, "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 2 {
+	if left := killProcessesOf(c.dir); len(left) > 0 {
+		t.Errorf("processes of %s still running 10 s after SIGKILL: %v", c.dir, left)
+	}
+}
+
+// killProcessesOf kills every process that belongs to a cluster folder and waits up to 10 s
+// for them to go; it returns those still there. A process belongs to it when its command line
+// names the folder (containerd, its shims, the control plane, the kubelet) or, in a mount
+// namespace other than this process's, when its mounts do (a container: its root is an overlay
+// of containerd's snapshots in the folder).
+func killProcessesOf(dir string) []int {
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	find := func() []int {
+		var pids []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			var pid int
+			if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
 				continue
 			}
-			var pid int
-			if _, err := fmt.Sscan(f[1], &pid); err == nil && pid > 1 {
-				// The container's init: the kernel kills the rest of its PID namespace.
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			proc := filepath.Join("/proc", e.Name())
+			if b, err := os.ReadFile(filepath.Join(proc, "cmdline")); err == nil && bytes.Contains(b, []byte(dir)) {
+				pids = append(pids, pid)
+				continue
+			}
+			if ns, err := os.Readlink(filepath.Join(proc, "ns", "mnt")); err != nil || ns == self {
+				continue
+			}
+			if b, err := os.ReadFile(filepath.Join(proc, "mountinfo")); err == nil && bytes.Contains(b, []byte(dir)) {
+				pids = append(pids, pid)
 			}
 		}
+		return pids
 	}
-	for _, pid := range pidsWithArg(c.ctrSock) {
-		if pid != os.Getpid() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	for _, pid := range find() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	// Wait for them to go, so that mounts and cgroups can be removed.
 	deadline := time.Now().Add(10 * time.Second)
-	for len(pidsWithArg(c.ctrSock)) > 1 && time.Now().Before(deadline) { // containerd itself
+	for {
+		left := find()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// pidsWithArg returns the processes whose command line contains s.
-func pidsWithArg(s string) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+// reclaimLeftovers removes what a test run killed before its teardown (a timeout, a crash)
+// left on the host, as far as it is unmistakably this test's: the processes and mounts of its
+// folders, the folders, its iptables chain and its bridge.
+func reclaimLeftovers(t *testing.T) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "xoccm-node-*"))
+	for _, dir := range dirs {
+		if left := killProcessesOf(dir); len(left) > 0 {
+			t.Fatalf("processes of %s, left by an earlier run, survive SIGKILL: %v", dir, left)
+		}
+		mounts, err := mountsUnder(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(mounts) - 1; i >= 0; i-- {
+			_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+		}
+		// The containers' cgroups, named after their ids (runc's under k8s.io).
+		ids := dirNames(filepath.Join(dir, "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io"))
+		for _, id := range ids {
+			cgs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "k8s.io", id))
+			for _, cg := range cgs {
+				_ = syscall.Rmdir(cg)
+			}
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatalf("remove %s, left by an earlier run: %v", dir, err)
+		}
+		t.Logf("removed %s, left by an earlier run, its processes and %d mounts", dir, len(mounts))
+	}
+	if exec.Command("iptables", "-w", "-t", "nat", "-n", "-L", natChain).Run() == nil {
+		for _, args := range [][]string{{"-D", "PREROUTING", "-j", natChain}, {"-F", natChain}, {"-X", natChain}} {
+			_ = exec.Command("iptables", append([]string{"-w", "-t", "nat"}, args...)...).Run()
+		}
+		t.Logf("removed the iptables chain %s, left by an earlier run", natChain)
+	}
+	// The Pods' network namespaces: containerd's, holding an address of podSubnet.
+	_, pods, _ := net.ParseCIDR(podSubnet)
+	for _, n := range dirNames("/run/netns") {
+		out, err := exec.Command("ip", "-n", n, "-4", "-o", "addr").Output()
+		if err != nil || !slices.ContainsFunc(strings.Fields(string(out)), func(f string) bool {
+			ip, _, err := net.ParseCIDR(f)
+			return err == nil && pods.Contains(ip)
+		}) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(s)) {
-			pids = append(pids, pid)
+		p := filepath.Join("/run/netns", n)
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+		if err := os.Remove(p); err != nil {
+			t.Fatalf("remove %s, left by an earlier run: %v", p, err)
 		}
+		t.Logf("removed the network namespace %s, left by an earlier run", n)
 	}
-	return pids
+	deleteLink(t, bridgeName)
 }
 
 // importImages builds the pause and controller images (make image, hack/image) and imports
@@ -625,40 +688,37 @@ func removeNewNetns(t *testing.T) {
 	})
 }
 
-// removeNewCgroups removes, in t.Cleanup, the cgroups created below the top of each cgroup
-// hierarchy during the test (runc's, for the containers), deepest first. Their processes must
-// be gone by then.
+// removeNewCgroups removes, in t.Cleanup, the cgroups created during the test (runc's, for
+// the containers), deepest first. Their processes must be gone by then.
 func removeNewCgroups(t *testing.T) {
 	t.Helper()
-	const root = "/sys/fs/cgroup"
 	before := map[string]bool{}
-	for _, h := range subdirs(root) {
-		for _, d := range subdirs(filepath.Join(root, h)) {
-			before[filepath.Join(root, h, d)] = true
-		}
+	for _, d := range cgroupDirs() {
+		before[d] = true
 	}
 	t.Cleanup(func() {
-		for _, h := range subdirs(root) {
-			for _, d := range subdirs(filepath.Join(root, h)) {
-				p := filepath.Join(root, h, d)
-				if before[p] {
-					continue
-				}
-				var dirs []string
-				_ = filepath.WalkDir(p, func(path string, e os.DirEntry, err error) error {
-					if err == nil && e.IsDir() {
-						dirs = append(dirs, path)
-					}
-					return nil
-				})
-				for i := len(dirs) - 1; i >= 0; i-- {
-					if err := syscall.Rmdir(dirs[i]); err != nil && !os.IsNotExist(err) {
-						t.Errorf("remove cgroup %s: %v", dirs[i], err)
-					}
-				}
+		dirs := cgroupDirs()
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if before[dirs[i]] {
+				continue
+			}
+			if err := syscall.Rmdir(dirs[i]); err != nil && !os.IsNotExist(err) {
+				t.Errorf("remove cgroup %s: %v", dirs[i], err)
 			}
 		}
 	})
+}
+
+// cgroupDirs lists every cgroup of every hierarchy, parents before their children.
+func cgroupDirs() []string {
+	var dirs []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(path string, e os.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	return dirs
 }
 
 // dirNames lists the names in a folder (nil when it does not exist).
@@ -667,18 +727,6 @@ func dirNames(dir string) []string {
 	names := make([]string, 0, len(ents))
 	for _, e := range ents {
 		names = append(names, e.Name())
-	}
-	return names
-}
-
-// subdirs lists the folders in a folder.
-func subdirs(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range ents {
-		if e.IsDir() {
-			names = append(names, e.Name())
-		}
 	}
 	return names
 }
