@@ -146,6 +146,7 @@ func startRealCluster(t *testing.T) *realCluster {
 	unmountUnder(t, dir)
 	removeNewNetns(t)
 	removeNewCgroups(t)
+	removeNewChains(t)
 	t.Cleanup(func() { deleteLink(t, bridgeName) })
 
 	c.writePKI(t)

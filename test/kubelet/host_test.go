@@ -305,3 +305,54 @@ func tail(path string, n int) string {
 	}
 	return tailString(string(b), n)
 }
+
+// chain is an iptables chain: the command (iptables or ip6tables), its table and its name.
+type chain struct{ bin, table, name string }
+
+// removeNewChains removes, in t.Cleanup, the iptables and ip6tables chains created during the
+// test (filter, nat and mangle tables), with the rules that jump to them, and reports each: the
+// kubelet's own (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) must not appear with
+// makeIPTablesUtilChains false, and the test's DNAT chain is gone by then.
+func removeNewChains(t *testing.T) {
+	t.Helper()
+	before := map[chain]bool{}
+	for _, c := range chains() {
+		before[c] = true
+	}
+	t.Cleanup(func() {
+		for _, c := range chains() {
+			if before[c] {
+				continue
+			}
+			t.Errorf("%s -t %s: chain %s created during the test; removing it", c.bin, c.table, c.name)
+			rules, _ := exec.Command(c.bin, "-w", "-t", c.table, "-S").Output()
+			for _, r := range strings.Split(string(rules), "\n") {
+				f := strings.Fields(r)
+				if j := slices.Index(f, "-j"); len(f) > 1 && f[0] == "-A" && j > 0 && j+1 < len(f) && f[j+1] == c.name {
+					_ = exec.Command(c.bin, append([]string{"-w", "-t", c.table, "-D"}, f[1:]...)...).Run()
+				}
+			}
+			_ = exec.Command(c.bin, "-w", "-t", c.table, "-F", c.name).Run()
+			_ = exec.Command(c.bin, "-w", "-t", c.table, "-X", c.name).Run()
+		}
+	})
+}
+
+// chains lists the user-defined chains of the filter, nat and mangle tables, IPv4 and IPv6.
+func chains() []chain {
+	var out []chain
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			b, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if name, ok := strings.CutPrefix(line, "-N "); ok {
+					out = append(out, chain{bin, table, strings.TrimSpace(name)})
+				}
+			}
+		}
+	}
+	return out
+}

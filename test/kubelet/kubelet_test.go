@@ -217,6 +217,7 @@ func TestRealKubeletRegistersInitializedNode(t *testing.T) {
 	// registered first, and the kubelet's is registered last).
 	saveSysctls(t)
 	removeCreatedHostPaths(t)
+	removeNewChains(t)
 	unmountUnder(t, rootDir)
 	kubelet := startProcess(t, "kubelet", kubeletBin, filepath.Join(dir, "kubelet.log"),
 		"--config="+configFile,
