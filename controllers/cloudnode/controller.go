@@ -12,10 +12,7 @@ package cloudnode
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,11 +44,6 @@ const (
 	// Backoff after an optimistic-lock conflict: the Node changed under us, retry at once.
 	conflictBase = 10 * time.Millisecond
 	conflictMax  = 10 * time.Second
-	// labelsFirstWait bounds how long the address patch of an initialized Node waits for the
-	// label patch cloud-node-label-sync owes the same Node (labelsPending): that controller may
-	// be switched off (--controllers) or failing, and the addresses must not wait for it
-	// forever. Taking over 5,000 Nodes, label-sync patches them all within it.
-	labelsFirstWait = 10 * time.Second
 )
 
 // Options are the controller's settings.
@@ -80,8 +72,6 @@ type Reconciler struct {
 	retry workqueue.TypedRateLimiter[string]
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
-	// labelsFirst holds, per Node, when its address patch began to wait for its label patch.
-	labelsFirst sync.Map // Node name → time.Time
 }
 
 // New returns the cloud-node Reconciler.
@@ -98,7 +88,7 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 // the manager first.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return common.SetupNodeController(mgr, common.NodeController{
-		Name: Name, Wants: r.wants, Predicate: r.relevantChange(), Estate: r.estate, Workers: r.opts.Workers,
+		Name: Name, Wants: r.wants, Predicate: relevantChange(), Estate: r.estate, Workers: r.opts.Workers,
 	}, r)
 }
 
@@ -111,10 +101,9 @@ func (r *Reconciler) wants(n *corev1.Node) bool {
 }
 
 // relevantChange drops the Node updates this controller has nothing to do about: on an
-// initialized Node, kubelet status heartbeats (conditions, capacity) change nothing it
-// computes, and neither do label changes, but for a Node whose address patch waits for its
-// label patch (syncAddresses). Every update of an uninitialized Node passes.
-func (r *Reconciler) relevantChange() predicate.Predicate {
+// initialized Node, kubelet status heartbeats (conditions, capacity) and label changes change
+// nothing it computes. Every update of an uninitialized Node passes.
+func relevantChange() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*corev1.Node)
@@ -126,9 +115,7 @@ func (r *Reconciler) relevantChange() predicate.Predicate {
 				o.Spec.ProviderID != n.Spec.ProviderID ||
 				node.HasTaint(o.Spec.Taints, node.TaintUninitialized, "") ||
 				!node.AddressesEqual(o.Status.Addresses, n.Status.Addresses) ||
-				o.Annotations[node.AnnotationProvidedNodeIP] != n.Annotations[node.AnnotationProvidedNodeIP] ||
-				r.waitsForLabels(n.Name) && (!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
-					!slices.Equal(o.Spec.Taints, n.Spec.Taints))
+				o.Annotations[node.AnnotationProvidedNodeIP] != n.Annotations[node.AnnotationProvidedNodeIP]
 		},
 	}
 }
@@ -170,74 +157,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.syncAddresses(ctx, &n, logger)
 }
 
-// forget drops the retry state of a Node.
+// forget drops the state of a Node that is gone or no longer this controller's.
 func (r *Reconciler) forget(name string) {
 	r.backoff.Forget(name)
 	r.retry.Forget(name)
 	r.written.Forget(name)
-	r.labelsFirst.Delete(name)
 }
 
 // syncAddresses keeps status.addresses of an initialized XO Node current, from the inventory
 // only. A VM the inventory does not hold leaves the addresses alone: the Node is enqueued again
 // when the VM changes.
 //
-// Labels first: while the Node's labels are not yet what its VM implies, cloud-node-label-sync
-// owes the Node a label patch, enqueued by the same XO change or start-up as this reconcile
-// (taking over Nodes from the upstream XO CCM, every one of them). The address patch carries
-// the resourceVersion it read; sent at the same moment as that label patch, it would meet a
-// 409 Conflict whenever the label patch lands first. So it waits until the cache shows the
-// labels in place (the label patch's update event wakes it), and is then sent with the
-// version the label patch returned; for at most labelsFirstWait.
+// The address patch locks the addresses only (common.PatchAddresses), so it does not wait for
+// nor conflict with the label patch cloud-node-label-sync sends the same Node for the same XO
+// change (taking over Nodes from the upstream XO CCM, every one of them): the two land in
+// either order.
 func (r *Reconciler) syncAddresses(ctx context.Context, n *corev1.Node, logger logr.Logger) (ctrl.Result, error) {
-	view := r.estate.View()
-	res := node.Resolve(view, n)
+	res := node.Resolve(r.estate.View(), n)
 	if res.Outcome != node.OutcomeMatched {
 		logger.V(1).Info("VM not in the XO inventory; addresses left alone", "outcome", res.Outcome.String())
 		return ctrl.Result{}, nil
-	}
-	want := node.Addresses(n, res.VM, r.opts.Addresses)
-	if len(want) == 0 || node.AddressesEqual(n.Status.Addresses, want) {
-		r.forget(n.Name)
-		return ctrl.Result{}, nil
-	}
-	if r.labelsPending(view, n, res.VM) {
-		if wait := r.labelsWait(n.Name); wait > 0 {
-			logger.V(1).Info("Addresses wait for the Node's label patch", "vm", res.VM.ID, "pool", res.VM.PoolID)
-			return ctrl.Result{RequeueAfter: wait}, nil
-		}
 	}
 	_, changed, err := r.patchAddresses(ctx, n, res.VM)
 	if err != nil {
 		return r.apiError(n, logger, err, "")
 	}
-	r.forget(n.Name)
+	// Not forget: written must keep this write until the cache shows it, or the next trigger
+	// (an XO change, a requeue) reads the version it replaced and writes the addresses again.
+	r.backoff.Forget(n.Name)
+	r.retry.Forget(n.Name)
 	if changed {
 		r.recorder.addressesUpdated(n, res.VM)
 		logger.V(1).Info("Node addresses updated", "vm", res.VM.ID, "pool", res.VM.PoolID)
 	}
 	return ctrl.Result{}, nil
-}
-
-// labelsPending reports whether the labels, tag taints or ownership annotations of an
-// initialized Node differ from what its VM implies: what cloud-node-label-sync patches, with
-// the same options and the same function (node.Describe).
-func (r *Reconciler) labelsPending(view node.Index, n *corev1.Node, vm *xo.VM) bool {
-	return node.Describe(view, n.DeepCopy(), vm, r.opts.Labels).Changed
-}
-
-// labelsWait returns how much longer the address patch of Node name may wait for its label
-// patch, labelsFirstWait at most from its first look; 0 when the wait is over.
-func (r *Reconciler) labelsWait(name string) time.Duration {
-	now := r.clock.Now()
-	since, _ := r.labelsFirst.LoadOrStore(name, now)
-	return max(0, labelsFirstWait-now.Sub(since.(time.Time)))
-}
-
-// waitsForLabels reports whether the address patch of Node name waits for its label patch.
-func (r *Reconciler) waitsForLabels(name string) bool {
-	_, ok := r.labelsFirst.Load(name)
-	return ok
 }
 
 // patchAddresses writes the addresses the VM implies through the status subresource when they
@@ -250,7 +203,7 @@ func (r *Reconciler) patchAddresses(ctx context.Context, n *corev1.Node, vm *xo.
 	}
 	after := n.DeepCopy()
 	after.Status.Addresses = want
-	if err := r.written.PatchStatus(ctx, r.client, n, after); err != nil {
+	if err := r.written.PatchAddresses(ctx, r.client, n, after); err != nil {
 		addressUpdatesTotal.WithLabelValues(resultOf(err)).Inc()
 		return n, false, fmt.Errorf("patch addresses of node %s: %w", n.Name, err)
 	}

@@ -1,16 +1,20 @@
 // Package common holds what the three node controllers share: the Node cache trimming, the
 // Node indexes, the sources that turn XO inventory changes and the periodic resync into
-// reconcile requests, the registration, the reconcile loggers, the optimistic-lock patch, and
+// reconcile requests, the registration, the reconcile loggers, the optimistic-lock patches, and
 // the retry timing.
 package common
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -30,9 +34,60 @@ func Patch(ctx context.Context, c client.Client, before, after *corev1.Node) err
 	return c.Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
-// PatchStatus is Patch for the status subresource.
-func PatchStatus(ctx context.Context, c client.Client, before, after *corev1.Node) error {
-	return c.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+// PatchAddresses replaces the Node's status.addresses, read as before's, with after's through
+// the status subresource, under an optimistic lock on the addresses alone: a JSON patch that
+// tests the Node's uid and its addresses as read, then sets the new list.
+//
+// Why not Patch's lock: the addresses are a list (a JSON merge patch replaces it whole) and
+// the new list is computed from the old one (an ExternalIP kept only while the Node has it), so
+// the write must fail when someone changed them since the read; but a resourceVersion lock
+// also fails on every other write of the Node in between: the label patch cloud-node-label-sync
+// sends for the same XO change, the kubelet's heartbeats. Those change neither the addresses
+// nor anything the new list was computed from (other inputs, such as the kubelet's node IP
+// annotation, are left in place by this write and their change enqueues the Node again), so
+// this lock lets them through, whatever the order in which the writes land; a label patch and
+// an address patch then never conflict.
+//
+// A failed test is answered 422 Invalid; it is returned as a Conflict, which callers requeue.
+func PatchAddresses(ctx context.Context, c client.Client, before, after *corev1.Node) error {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	// null tests that the Node has no addresses: the API server omits an empty list.
+	var was any
+	if len(before.Status.Addresses) > 0 {
+		was = before.Status.Addresses
+	}
+	ops := []op{{"test", "/status/addresses", was}, {"add", "/status/addresses", after.Status.Addresses}}
+	if before.UID != "" {
+		// Another Node of the same name, deleted and created again since the read.
+		ops = slices.Insert(ops, 0, op{"test", "/metadata/uid", before.UID})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	err = c.Status().Patch(ctx, after, client.RawPatch(types.JSONPatchType, patch))
+	if patchNotApplicable(err) {
+		return apierrors.NewConflict(schema.GroupResource{Resource: "nodes"}, before.Name,
+			errors.New("its addresses or uid changed since they were read"))
+	}
+	return err
+}
+
+// patchNotApplicable reports the API server's answer to a JSON patch that does not apply to
+// the object as stored (a test operation failed): 422 Invalid without causes. An object that
+// the patch changed but that fails validation is 422 Invalid too, with the offending fields
+// as causes.
+func patchNotApplicable(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || len(d.Causes) == 0
 }
 
 // Retryable reports a failed write worth retrying quietly: an optimistic-lock conflict, or a

@@ -40,3 +40,27 @@ func TestOwnWrites(t *testing.T) {
 		t.Error("behind after Forget")
 	}
 }
+
+// TestOwnWritesOnTopOfAnotherWrite: a write without a resourceVersion lock may land on a
+// version another writer made after our read; until the cache shows our write, that version
+// too is behind, although we never read it.
+func TestOwnWritesOnTopOfAnotherWrite(t *testing.T) {
+	var w OwnWrites
+	w.wrote("n", "10", "12") // read 10; someone wrote 11; ours applied on top of it
+	for _, rv := range []string{"10", "11"} {
+		if !w.Behind(nodeAt(rv)) {
+			t.Errorf("cache at %s, older than our write: not behind", rv)
+		}
+	}
+	if w.Behind(nodeAt("13")) {
+		t.Error("cache past our write: behind")
+	}
+	// Versions that do not compare as integers: the versions our writes replaced are behind.
+	w.wrote("n", "a", "c")
+	if !w.Behind(nodeAt("a")) {
+		t.Error("cache at the version our write replaced: not behind")
+	}
+	if w.Behind(nodeAt("b")) {
+		t.Error("cache at a version that is not ours to judge: behind")
+	}
+}
