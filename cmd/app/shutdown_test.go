@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
 
 // TestGracefulStop: when the command's context ends, readiness fails at once while the
@@ -21,8 +23,8 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("not ready before any signal: %v", err)
 	}
 	signal()
-	waitUntil(t, "not ready after the signal", func() bool { return g.ReadyCheck(nil) != nil })
-	waitUntil(t, "the delay's timer", clk.HasWaiters)
+	testenv.Eventually(t, 5*time.Second, "not ready after the signal", func() bool { return g.ReadyCheck(nil) != nil })
+	testenv.Eventually(t, 5*time.Second, "the delay's timer", clk.HasWaiters)
 	clk.Step(5*time.Second - time.Millisecond)
 	if ctx.Err() != nil {
 		t.Fatal("the manager's context ended before the delay")
@@ -50,17 +52,5 @@ func TestGracefulStopWithoutDelay(t *testing.T) {
 	}
 	if g.ReadyCheck(nil) == nil {
 		t.Fatal("ready after the signal")
-	}
-}
-
-// waitUntil waits up to 5 s for cond.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

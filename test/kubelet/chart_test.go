@@ -6,7 +6,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +39,6 @@ type estate struct {
 	hostB       string
 	realVM      string
 	realVMName  string
-	mu          sync.Mutex
 	n           int
 }
 
@@ -73,10 +71,8 @@ func (m matchBy) String() string { return [...]string{"uuid", "name", "address"}
 
 // newNode adds a VM and returns a Node as its kubelet registers it, matching the VM only by m.
 func (e *estate) newNode(t *testing.T, prefix string, m matchBy) (*corev1.Node, string) {
-	e.mu.Lock()
 	e.n++
 	i := e.n
-	e.mu.Unlock()
 	name := fmt.Sprintf("%s-%d", prefix, i)
 	ip := fmt.Sprintf("10.253.%d.%d", i/250, i%250+1)
 	spec := xosim.VMSpec{PoolID: e.pool, HostID: e.hostA, CPUs: 2, Memory: xosim.GiB, NameLabel: "vm-" + name, IPs: []string{ip}}

@@ -407,15 +407,7 @@ func TestPoolWithoutObjectDoesNotDriveRelists(t *testing.T) {
 	src.servers = append(src.servers, xo.Server{ID: "s2", PoolID: poolB, Status: xo.ServerConnected})
 	const settle = 50 * time.Millisecond
 	inv := New(src, Options{Log: logr.Discard(), SettleTime: settle, PollPeriod: time.Hour, DisableEventStream: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = inv.Start(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-inv.Synced():
-	case <-time.After(5 * time.Second):
-		t.Fatal("inventory did not sync")
-	}
+	startSynced(t, inv)
 	// Past the first listings and the one that trusts pool A, the loop waits for its period.
 	time.Sleep(10 * settle)
 	before := src.lists.Load()
@@ -437,5 +429,19 @@ func TestPoolWithoutObjectDoesNotDriveRelists(t *testing.T) {
 			t.Fatal("pool B, its object added by event, is not trusted after its settle time")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// startSynced runs inv until the test ends and waits for its first listing.
+func startSynced(t *testing.T, inv *Inventory) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = inv.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-inv.Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("inventory did not sync")
 	}
 }

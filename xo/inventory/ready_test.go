@@ -182,15 +182,7 @@ func TestServerInTroubleDoesNotHoldReadiness(t *testing.T) {
 func TestReadyAfterTheSettleTimeWithTheRelistLoop(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	inv := New(source(), Options{Clock: clk, Log: logr.Discard(), SettleTime: testSettle, PollPeriod: time.Hour, DisableEventStream: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = inv.Start(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	select {
-	case <-inv.Synced():
-	case <-time.After(5 * time.Second):
-		t.Fatal("inventory did not sync")
-	}
+	startSynced(t, inv)
 	wantSettling(t, inv.ReadyCheck(nil), "xo", 1)
 	// The loop waits on the clock for the pool's settle time.
 	waitFor(t, "the relist loop waiting on the clock", clk.HasWaiters)
