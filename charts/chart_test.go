@@ -432,12 +432,14 @@ func checkInvariants(t *testing.T, o objects) {
 	if psc == nil || sc == nil {
 		t.Fatal("no security context")
 	}
+	// The container's runAsUser is unset or the pod's: a podSecurityContext.runAsUser
+	// (upstream's 10258) is not overridden by a chart default.
 	checks := map[string]bool{
 		"pod runAsNonRoot":               ptrTrue(psc.RunAsNonRoot),
 		"pod runAsUser not root":         psc.RunAsUser != nil && *psc.RunAsUser != 0,
 		"pod seccomp RuntimeDefault":     psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
 		"runAsNonRoot":                   ptrTrue(sc.RunAsNonRoot),
-		"runAsUser 65532":                sc.RunAsUser != nil && *sc.RunAsUser == 65532,
+		"runAsUser the pod's":            sc.RunAsUser == nil || (psc.RunAsUser != nil && *sc.RunAsUser == *psc.RunAsUser),
 		"readOnlyRootFilesystem":         ptrTrue(sc.ReadOnlyRootFilesystem),
 		"allowPrivilegeEscalation false": sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation,
 		"drop ALL":                       sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0,

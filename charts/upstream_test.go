@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
@@ -57,6 +58,17 @@ func checkUpstreamDefaults(t *testing.T, o objects) {
 	psc := spec.SecurityContext
 	if psc.RunAsUser == nil || *psc.RunAsUser != 10258 || psc.FSGroupChangePolicy == nil || *psc.FSGroupChangePolicy != corev1.FSGroupChangeOnRootMismatch {
 		t.Errorf("pod securityContext %+v, want upstream's runAsUser 10258 and fsGroupChangePolicy", psc)
+	}
+	// What the process runs as: the container's user and group when set, else the pod's.
+	uid, gid := psc.RunAsUser, psc.RunAsGroup
+	if sc := c.SecurityContext; sc != nil && sc.RunAsUser != nil {
+		uid = sc.RunAsUser
+	}
+	if sc := c.SecurityContext; sc != nil && sc.RunAsGroup != nil {
+		gid = sc.RunAsGroup
+	}
+	if uid == nil || *uid != 10258 || gid == nil || *gid != 10258 {
+		t.Errorf("the container runs as user %v group %v, want upstream's podSecurityContext 10258:10258", ptr.Deref(uid, -1), ptr.Deref(gid, -1))
 	}
 	if got := c.Resources.Requests.Cpu(); got.Cmp(resource.MustParse("10m")) != 0 {
 		t.Errorf("CPU request %s, want upstream's 10m", got)
