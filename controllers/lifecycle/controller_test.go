@@ -701,6 +701,62 @@ func TestDeletionWaitsForTheSettleTime(t *testing.T) {
 	}
 }
 
+// TestDeletionOneSettleTimeAfterReconnection: a VM deleted while XO had lost its pool stays
+// absent when XO reconnects the pool. Its absence counts from the listing that showed the pool
+// connected again: its NotReady Node is deleted at the listing one settle time later, the one
+// that trusts the pool (not one more settle time after it), and kept until then.
+func TestDeletionOneSettleTimeAfterReconnection(t *testing.T) {
+	f := newFixture(t, fakeClock())
+	vm := f.addVM("reconnect-gone", running)
+	stays := f.addVM("reconnect-stays", running)
+	n, kept := f.createNode("w", vm, false).Name, f.createNode("k", stays, false).Name
+	f.reconcile(n)
+
+	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolUp(f.Pool) })
+	if err := f.Sim.RemoveVM(vm); err != nil { // deleted while XO has lost the pool
+		t.Fatal(err)
+	}
+	f.Step(2 * f.SettleTime)
+	f.Relist()
+	f.reconcile(n)
+	if !f.Exists(n) {
+		t.Fatal("Node deleted while its pool is lost")
+	}
+
+	if err := f.Sim.ReconnectPool(f.Pool); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("pool back", func(s *inventory.Snapshot) bool { return s.PoolUp(f.Pool) && s.VM(stays) != nil })
+	f.Relist()
+	reconnecting := f.Clock.Now()
+	if f.Inventory.Snapshot().PoolConnected(f.Pool) {
+		t.Fatal("test setup: the pool trusted at the listing that showed it back")
+	}
+	for _, d := range []time.Duration{0, f.SettleTime - time.Second} {
+		f.Step(d)
+		f.Relist()
+		f.reconcile(n)
+		f.reconcile(kept)
+		if !f.Exists(n) || !f.Exists(kept) {
+			t.Fatalf("Node deleted %v after the listing that showed its pool back, within the settle time", f.Clock.Since(reconnecting))
+		}
+	}
+	f.Step(time.Second)
+	f.Relist() // the listing that trusts the pool
+	res := f.reconcile(n)
+	f.reconcile(kept)
+	if f.Exists(n) {
+		t.Fatalf("Node of a VM absent since the pool came back kept %v after the listing that showed it back (RequeueAfter %v); want deleted at the settle time %v",
+			f.Clock.Since(reconnecting), res.RequeueAfter, f.SettleTime)
+	}
+	if !f.Exists(kept) {
+		t.Fatal("Node of a VM XO shows deleted")
+	}
+}
+
 // TestOutOfScopeAndDisabledDoNotBlock: a disabled server entry, or a disconnected pool
 // outside the scope, leaves the inventory complete, and the Node of a deleted VM of a pool in
 // scope is deleted as usual.

@@ -38,9 +38,11 @@ type Options struct {
 	// Pools is the pool scope: uuids or exact names of the pools that host Nodes. Other pools
 	// are not listed, not held, and do not count for completeness. Empty: every pool.
 	Pools []string
-	// SettleTime is how long a (re)connected pool must stay connected, and then be seen in a
-	// full listing, before a VM missing from it is taken as absent; and how long a VM's
-	// absence must last before it counts (see Snapshot.AbsentSince). Default 30s.
+	// SettleTime is how long a (re)connected pool must stay up (its server connected, its
+	// pool object shown), and then be seen in a full listing, before a VM missing from it is
+	// taken as absent; and how long a VM's absence must last before it counts: from when it
+	// left the inventory, or, for a VM XO dropped with the pool or never showed, from when the
+	// pool showed up again (see Snapshot.AbsentSince). Default 30s.
 	SettleTime time.Duration
 	// ResyncPeriod is the full relist period while the event stream works. Default 10m.
 	ResyncPeriod time.Duration

@@ -180,8 +180,10 @@ func TestScopeNameSurvivesDisconnection(t *testing.T) {
 // TestReconnectionBetweenListings: XO loses pool A and reconnects it between two listings
 // (polling, or the event stream down meanwhile), so no listing sees it disconnected. The next
 // listing sees the server connected without the pool object, as XO reports it before loading
-// the pool: the pool's connection starts over there. One settle time later the pool is back
-// with one VM of two: the VM still loading must not count as absent.
+// the pool: the pool's connection starts over there. Half a settle time later a listing shows
+// the pool object with one VM of two: XO is loading the VMs from some moment since the last
+// listing, so the connection starts over at that listing, and the VM still loading does not
+// count as absent until a listing begun one settle time after it, which trusts the pool.
 func TestReconnectionBetweenListings(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	src := source()
@@ -192,7 +194,6 @@ func TestReconnectionBetweenListings(t *testing.T) {
 	src.mu.Lock()
 	src.vms, src.pools, src.hosts = nil, nil, nil // the server still "connected": reconnecting
 	src.mu.Unlock()
-	reconnecting := clk.Now()
 	if s := relist(t, inv); s.PoolConnected(poolA) || s.Complete() || !s.Settling() {
 		t.Fatal("a server connected without its pool object must not be trusted")
 	}
@@ -202,21 +203,25 @@ func TestReconnectionBetweenListings(t *testing.T) {
 	src.vms = all[:1] // vm2 not loaded yet
 	src.mu.Unlock()
 	clk.Step(testSettle / 2)
-	if s := relist(t, inv); s.PoolConnected(poolA) {
-		t.Fatal("trusted within the settle time of the listing that saw the pool reconnecting")
-	} else if _, ok := s.AbsenceWait(vm2, poolA); ok {
-		t.Fatal("the VM not loaded yet counts as absent from an untrusted pool")
+	shown := clk.Now()
+	for range 2 {
+		if s := relist(t, inv); s.PoolConnected(poolA) {
+			t.Fatalf("trusted %v after the listing that first showed the pool object, within the settle time", clk.Since(shown))
+		} else if _, ok := s.AbsenceWait(vm2, poolA); ok {
+			t.Fatal("the VM not loaded yet counts as absent from an untrusted pool")
+		}
+		clk.Step(testSettle / 2)
 	}
-	clk.Step(testSettle / 2)
 	s := relist(t, inv)
 	if !s.PoolConnected(poolA) {
-		t.Fatal("the pool must be trusted at the first listing one settle time after it reconnected")
+		t.Fatal("the pool must be trusted at the first listing one settle time after the one that first showed its object")
 	}
-	if c := s.conn[poolA]; !c.since.Equal(reconnecting) {
-		t.Fatalf("connected since %v, want the listing that saw it reconnecting (%v)", c.since, reconnecting)
+	if c := s.conn[poolA]; !c.since.Equal(shown) {
+		t.Fatalf("connected since %v, want the listing that first showed the pool object (%v)", c.since, shown)
 	}
-	if wait, ok := s.AbsenceWait(vm2, poolA); ok && wait == 0 {
-		t.Fatalf("the VM still loading counts as absent: AbsenceWait = %v", wait)
+	// A VM still missing then has had the settle time to load: its absence counts.
+	if wait, ok := s.AbsenceWait(vm2, poolA); !ok || wait != 0 {
+		t.Fatalf("AbsenceWait of a VM still missing one settle time after XO showed the pool = %v, %v; want 0, true", wait, ok)
 	}
 }
 
@@ -257,5 +262,14 @@ func TestReconnectedPoolObjectByEvent(t *testing.T) {
 	}
 	if s := relist(t, inv); !s.PoolConnected(poolA) || s.VM(vm2) == nil {
 		t.Fatal("the pool must be trusted at the first listing after its settle time")
+	}
+	// A VM XO does not show once the pool is trusted has been missing one settle time since
+	// XO showed the pool: its absence counts from the event that brought the pool object.
+	const never = "c0ffee00-0000-4000-8000-000000000009"
+	if since, ok := inv.Snapshot().AbsentSince(never, poolA); !ok || !since.Equal(loaded) {
+		t.Fatalf("AbsentSince of a VM XO does not show = %v, %v; want the pool object's event (%v)", since, ok, loaded)
+	}
+	if wait, ok := inv.Snapshot().AbsenceWait(never, poolA); !ok || wait != 0 {
+		t.Fatalf("AbsenceWait of a VM XO does not show, the pool trusted = %v, %v; want 0", wait, ok)
 	}
 }

@@ -43,9 +43,12 @@ type Snapshot struct {
 
 // poolConn is a pool's connection state.
 type poolConn struct {
-	// since is when the inventory first saw XO report the pool's server connected, counted
-	// from the last time it saw the server connected without the pool object (XO reconnecting
-	// it): a listing, or the event that brought the object.
+	// since is when the inventory first saw XO show the pool up, its server connected and
+	// its pool object there: the listing that showed it so (its start), or the event that
+	// brought the object. XO reports a server connected before it loads the pool, then loads
+	// its VMs over seconds: while listings show the server connected without the object,
+	// since is the start of the last of them, and the first listing or event that shows the
+	// object starts it over (the VMs are loading from then on).
 	since time.Time
 	// trusted is when a full listing that started at least the settle time after since saw
 	// the pool and its server connected; zero until then.
@@ -117,13 +120,18 @@ func (s *Snapshot) PoolUp(poolID string) bool {
 }
 
 // AbsentSince returns since when the VM has been known to be absent from its pool: when it
-// left the inventory, or, for a VM never seen, when the pool became trusted. ok is false
-// while the pool is not trusted or the VM is present.
+// left the inventory, or, for a VM never seen since XO last (re)connected the pool (also one
+// XO dropped with the pool), since the listing or event that showed the pool up again. ok is
+// false while the pool is not trusted or the VM is present.
+//
+// The pool's trust is that evidence: a listing begun at least the settle time after the pool
+// showed up saw the VM absent, so such a VM's absence counts as soon as the pool is trusted,
+// one settle time after that listing, not one more settle time after the trust.
 func (s *Snapshot) AbsentSince(vmID, poolID string) (since time.Time, ok bool) {
 	if !s.PoolConnected(poolID) || s.VM(vmID) != nil {
 		return time.Time{}, false
 	}
-	since = s.conn[lower(poolID)].trusted
+	since = s.conn[lower(poolID)].since
 	if at, ok := s.tombs[lower(vmID)]; ok && at.After(since) {
 		since = at
 	}
@@ -498,10 +506,19 @@ func fromListing(inv *Inventory, l *listing, sc *scope, old *Snapshot, start, at
 			s.counted = append(s.counted, id)
 		}
 		c := old.conn[id]
-		if s.pools[id] == nil {
+		switch {
+		case s.pools[id] == nil:
 			// XO reports a server connected before it has loaded the pool: the pool is
 			// (re)connecting, whether or not a listing saw it disconnected (the whole outage
 			// may fall between two listings), so its connection starts over.
+			c = poolConn{}
+		case old.pools[id] == nil:
+			// The first listing to show the object of a pool seen connected without it: XO
+			// loaded it at some moment since the last listing and is loading its VMs now, so
+			// the connection counts from this listing, as from an event that brings the
+			// object (reconnect). The settle time is then the VMs' time to load, and the
+			// listing that trusts the pool, begun a settle time later, vouches for their
+			// absence (AbsentSince).
 			c = poolConn{}
 		}
 		if c.since.IsZero() {
