@@ -479,7 +479,7 @@ func renderReactions(p func(string, ...any), r *Results) {
 		p("Deleting a NotReady Node therefore takes the settle time plus the reaction beyond it. ")
 		p("The upstream XO CCM deletes in %s, with no such wait and none of this safety. ", anchors[1].deleted)
 		p("A shorter `settleTime` (1 s at least) buys faster deletion with a shorter safety margin. ")
-		p("The deletions are measured once the controller trusts the pools: after it starts (or a new leader takes over), a pool is trusted once it has been connected for the settle time and listed after that, and a VM's absence counts from then on, so a deletion right after a start can take up to twice the settle time. ")
+		p("The deletions are measured once the controller trusts the pools: after it starts (or a new leader takes over), a pool is trusted once it has been connected for the settle time and listed after that, and a VM's absence counts from the listing that showed the pool connected, so a deletion right after a start takes the settle time too. ")
 		p("The deletion samples overlap: their VMs are removed one after the other (each Node NotReady first) without waiting for the previous Node's deletion, so that their settle waits run together; every other change is measured one at a time.\n\n")
 	}
 }
