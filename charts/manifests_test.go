@@ -7,10 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 )
 
 // manifestsFile is the checked-in plain manifests for kubectl apply.
@@ -50,9 +46,12 @@ func TestManifestsUpToDate(t *testing.T) {
 	}
 }
 
-// TestManifestsConfigLoads checks that the plain manifests' placeholder configuration is the
-// file format the binary reads, so that editing url and token is all a user has to do.
-func TestManifestsConfigLoads(t *testing.T) {
+// TestManifestsReadUpstreamSecret checks what the plain manifests need from the cluster: the
+// XO configuration from the Secret kube-system/xenorchestra-cloud-controller-manager, key
+// config.yaml, the one the upstream controller's install guide creates (charts/install_test.go
+// runs the two commands), which the file does not hold, so that kubectl apply never writes a
+// placeholder over it; and no cert-manager (selfManaged certificates).
+func TestManifestsReadUpstreamSecret(t *testing.T) {
 	b, err := os.ReadFile(manifestsFile)
 	if err != nil {
 		t.Fatal(err)
@@ -61,26 +60,39 @@ func TestManifestsConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := decode[corev1.Secret](t, o, "Secret", configSecret)
-	_, c := deployment(t, o)
-	p := mustFlag(t, c.Args, "config")
-	if filepath.Base(p) != "config.yaml" || s.StringData["config.yaml"] == "" {
-		t.Fatalf("--config=%s, Secret keys %v", p, s.StringData)
+	if s := o.ofKind("Secret"); len(s) != 0 {
+		t.Errorf("the plain manifests hold Secrets %v: kubectl apply would write them over the user's", s.kinds())
 	}
-	file := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(file, []byte(s.StringData["config.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
+	for _, m := range o {
+		if strings.HasSuffix(m.obj.GetAPIVersion(), "cert-manager.io/v1") {
+			t.Errorf("%s %s needs cert-manager", m.obj.GetKind(), m.obj.GetName())
+		}
 	}
-	cfg, err := config.Load(file, func(string) string { return "" })
-	if err != nil {
-		t.Fatalf("placeholder config does not load: %v", err)
+	d, c := deployment(t, o)
+	if d.Namespace != "kube-system" {
+		t.Errorf("Deployment in namespace %q, want kube-system", d.Namespace)
 	}
-	if cl := cfg.Clusters[0]; cl.URL != "https://xoa.example.com" || cl.Token.Reveal() == "" {
-		t.Errorf("placeholder config: url %q, token set %v", cl.URL, cl.Token.Reveal() != "")
+	if got := configSecretOf(t, o); got != chartName {
+		t.Errorf("config from Secret %q, want %s (upstream's)", got, chartName)
 	}
-	for _, kind := range []string{"Deployment", "MutatingWebhookConfiguration", "Certificate", "ClusterRole", "Role", "PodDisruptionBudget"} {
+	if got := filepath.Base(mustFlag(t, c.Args, "config")); got != "config.yaml" {
+		t.Errorf("--config names %s, want the key config.yaml", got)
+	}
+	if got := mustFlag(t, c.Args, "webhook-certs"); got != "self-managed" {
+		t.Errorf("--webhook-certs=%s, want self-managed", got)
+	}
+	for _, kind := range []string{"Deployment", "MutatingWebhookConfiguration", "ClusterRole", "Role", "PodDisruptionBudget"} {
 		if len(o.ofKind(kind)) == 0 {
 			t.Errorf("no %s in the plain manifests", kind)
+		}
+	}
+	header := strings.SplitN(string(b), "\n---", 2)[0]
+	for _, cmd := range []string{
+		"kubectl -n kube-system create secret generic xenorchestra-cloud-controller-manager --from-file=config.yaml",
+		"kubectl apply -f cloud-controller-manager.yml",
+	} {
+		if !strings.Contains(header, cmd) {
+			t.Errorf("the manifests' header lacks %q", cmd)
 		}
 	}
 }
