@@ -87,6 +87,11 @@ type Cluster struct {
 	// Name identifies the server in metrics (label server) and logs; unique. Load sets it to
 	// the URL's host[:port] when empty.
 	Name string `json:"name"`
+	// Enabled false switches the entry off without deleting it (XO down for maintenance): the
+	// controller neither connects to it nor waits for it, as for a server entry disabled in XO,
+	// which does not count either. Its keys are validated all the same. nil is true (see
+	// IsEnabled); at least one entry is enabled. A key of clusters entries only.
+	Enabled *bool `json:"enabled,omitempty"`
 	// URL is XO's base URL, http or https, with a lower-case scheme and host and without a
 	// trailing slash; a base path (XO behind a reverse proxy) is kept. The client appends
 	// /rest/v0.
@@ -118,6 +123,9 @@ type Cluster struct {
 	// names (exact, case-sensitive). A pool is in at most one server's scope.
 	Pools []string `json:"pools,omitempty"`
 }
+
+// IsEnabled reports whether the controller uses the server: Enabled is nil or true.
+func (c *Cluster) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
 
 // Inventory tunes the refresh of the XO inventory.
 type Inventory struct {

@@ -50,7 +50,7 @@ func Load(path string, env func(string) string) (*Config, error) {
 	if path != "" {
 		b, err := readRegularFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		data, dir = b, filepath.Dir(path)
 	}
@@ -75,7 +75,7 @@ type file struct {
 
 // singleKeys are the top-level keys of the single-server form, which clusters replaces.
 // requestTimeout and listTimeout are not among them: in both forms they are the defaults.
-var singleKeys = []string{"name", "url", "insecure", "token", "tokenFile", "caFile", "caBundle", "region", "pools"}
+var singleKeys = []string{"enabled", "name", "url", "insecure", "token", "tokenFile", "caFile", "caBundle", "region", "pools"}
 
 // load is Load without the file system, so that tests and the fuzzer control every read.
 // dir resolves relative tokenFile and caFile paths ("" leaves them relative).
@@ -87,7 +87,7 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 	root, err := parse(data)
 	if err != nil {
 		// Not wrapped: the parser's message may quote the token (*<token>, an unknown alias).
-		return nil, errors.New(redactor(append(secrets, scanSecrets(data)...)).Replace(err.Error()))
+		return nil, errors.New(hideSecretShaped(redactor(append(secrets, scanSecrets(data)...)).Replace(err.Error())))
 	}
 	f := file{Config: *Default(), Cluster: Cluster{RequestTimeout: DefaultRequestTimeout, ListTimeout: DefaultListTimeout}}
 	d := decoder{set: map[string]bool{}, walked: map[walk]bool{}, budget: maxValues}
@@ -231,10 +231,10 @@ func (c *Cluster) readTokenFile(p *field.Path, readFile func(string) ([]byte, er
 	}
 	b, err := readFile(c.TokenFile)
 	if err != nil {
-		return field.Invalid(p, field.OmitValueType{}, err.Error())
+		return field.Invalid(p, field.OmitValueType{}, unreadable(err, "the XO token"))
 	}
 	if c.Token = Secret(strings.TrimSpace(string(b))); c.Token == "" {
-		return field.Invalid(p, c.TokenFile, "the file is empty")
+		return field.Invalid(p, field.OmitValueType{}, "the file is empty; want the path of a file holding the XO token")
 	}
 	return nil
 }
@@ -350,7 +350,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
 	case v.Kind() == reflect.Struct || v.Kind() == reflect.Slice ||
 		// Only a YAML boolean: yaml.v3 decodes the strings yes, on and y (YAML 1.1), quoted or
 		// not, into a bool as true, and would quietly turn on insecure for insecure: "yes".
-		v.Kind() == reflect.Bool && n.ShortTag() != "!!bool" ||
+		isBool(v.Type()) && n.ShortTag() != "!!bool" ||
 		n.Decode(v.Addr().Interface()) != nil:
 		var value any = field.OmitValueType{}
 		if n.Kind == yaml.ScalarNode && v.Type() != reflect.TypeFor[Secret]() {
@@ -359,7 +359,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path *field.Path) {
 		detail := fmt.Sprintf("line %d: must be %s", n.Line, wants(v.Type()))
 		if k := kind(n); k != "a string" {
 			detail += ", not " + k
-		} else if v.Kind() == reflect.Bool {
+		} else if isBool(v.Type()) {
 			// "true" in quotes is a string.
 			detail += ", unquoted"
 		}
@@ -450,12 +450,17 @@ func secretKey(k string) bool {
 	return false
 }
 
+// isBool reports whether t is bool or *bool.
+func isBool(t reflect.Type) bool {
+	return t.Kind() == reflect.Bool || t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool
+}
+
 // wants names what a value of type t is written as.
 func wants(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		return `a duration such as "30s", "5m" or "1h"`
-	case t.Kind() == reflect.Bool:
+	case isBool(t):
 		return "true or false"
 	case t.Kind() == reflect.String:
 		return "a string"
@@ -528,14 +533,35 @@ func redactor(secrets []string) *strings.Replacer {
 	return strings.NewReplacer(olds...)
 }
 
-// redact applies r to every path, message and string value of errs.
+// redact applies r, then hideSecretShaped, to every path, message and string value of errs.
 func redact(errs field.ErrorList, r *strings.Replacer) {
 	for _, e := range errs {
-		e.Field, e.Detail = r.Replace(e.Field), r.Replace(e.Detail)
+		e.Field, e.Detail = hideSecretShaped(r.Replace(e.Field)), hideSecretShaped(r.Replace(e.Detail))
 		if s, ok := e.BadValue.(string); ok {
-			e.BadValue = r.Replace(s)
+			e.BadValue = hideSecretShaped(r.Replace(s))
 		}
 	}
+}
+
+// tokenWord matches runs of the characters of base64 and base64url text.
+var tokenWord = regexp.MustCompile(`[A-Za-z0-9_+=-]{24,}`)
+
+// hideSecretShaped replaces with Redacted each word of s that looks like a token or password,
+// for the secrets no redactor knows of: a token put under a key that is not token (region,
+// topology.zone, a misspelt key's name) when the file has no token. Such a word has 24 or more
+// characters of base64 or base64url with upper- and lower-case letters and digits, as XO's
+// tokens do (43 characters of base64url); key paths, durations, uuids, CIDRs and DNS names have
+// none, so the messages keep every value they need.
+func hideSecretShaped(s string) string {
+	return tokenWord.ReplaceAllStringFunc(s, func(w string) string {
+		upper := strings.ContainsFunc(w, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+		lower := strings.ContainsFunc(w, func(r rune) bool { return r >= 'a' && r <= 'z' })
+		digit := strings.ContainsFunc(w, func(r rune) bool { return r >= '0' && r <= '9' })
+		if upper && lower && digit {
+			return Redacted
+		}
+		return w
+	})
 }
 
 var secretValue = regexp.MustCompile(`(?i)(?:token|password)["']?[ \t]*:[ \t]*([^\s,}#]+)`)

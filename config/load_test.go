@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,10 +127,10 @@ func boolKeys(t reflect.Type, prefix string) []string {
 		if typ.Kind() == reflect.Slice {
 			typ = typ.Elem()
 		}
-		switch typ.Kind() {
-		case reflect.Bool:
+		switch {
+		case isBool(typ):
 			keys = append(keys, prefix+name)
-		case reflect.Struct:
+		case typ.Kind() == reflect.Struct:
 			keys = append(keys, boolKeys(typ, prefix+name+".")...)
 		}
 	}
@@ -142,14 +143,16 @@ func boolKeys(t reflect.Type, prefix string) []string {
 // "yes" would quietly turn TLS verification off, while a quoted "true" was refused.
 func TestBooleansUnquoted(t *testing.T) {
 	keys := slices.Concat(boolKeys(reflect.TypeFor[Config](), ""), boolKeys(reflect.TypeFor[Cluster](), ""))
-	if want := []string{"clusters.insecure", "lifecycle.outOfServiceTaint", "insecure"}; !slices.Equal(keys, want) {
+	if want := []string{"clusters.enabled", "clusters.insecure", "lifecycle.outOfServiceTaint", "enabled", "insecure"}; !slices.Equal(keys, want) {
 		t.Fatalf("boolean keys %v, want %v: add the new ones here", keys, want)
 	}
 	// file returns a file setting key to value, and the path of key in a problem.
 	file := func(key, value string) (string, string) {
 		switch section, name, nested := strings.Cut(key, "."); {
 		case section == "clusters":
-			return "clusters:\n- url: https://xoa.example.com\n  token: " + testToken + "\n  " + name + ": " + value + "\n", "clusters[0]." + name
+			// A second entry: one enabled entry at least is required.
+			return "clusters:\n- url: https://xoa.example.com\n  token: " + testToken + "\n  " + name + ": " + value +
+				"\n- url: https://xob.example.com\n  token: " + testToken + "\n", "clusters[0]." + name
 		case nested:
 			return section + ": {" + name + ": " + value + "}\n" + base, key
 		}
@@ -158,8 +161,8 @@ func TestBooleansUnquoted(t *testing.T) {
 	// get returns the value key has in c.
 	get := func(c *Config, key string) bool {
 		v := reflect.ValueOf(*c)
-		if key == "insecure" {
-			key = "clusters.insecure"
+		if key == "insecure" || key == "enabled" {
+			key = "clusters." + key
 		}
 		for _, name := range strings.Split(key, ".") {
 			if v.Kind() == reflect.Slice {
@@ -172,12 +175,18 @@ func TestBooleansUnquoted(t *testing.T) {
 				}
 			}
 		}
+		if v.Kind() == reflect.Pointer {
+			return v.IsNil() || v.Elem().Bool()
+		}
 		return v.Bool()
 	}
 	accepted := map[string]bool{"true": true, "false": false, "True": true, "FALSE": false, "!!bool true": true}
 	refused := []string{`"true"`, `'false'`, `"yes"`, `"on"`, `"y"`, `"Y"`, `"1"`, "yes", "on", "off", "y", "n", `""`}
 	for _, key := range keys {
 		for value, want := range accepted {
+			if key == "enabled" && !want {
+				continue // switches off the only server: refused (TestClusters)
+			}
 			t.Run(key+"="+value, func(t *testing.T) {
 				content, _ := file(key, value)
 				c, err := loadString(t, content, nil)
@@ -250,8 +259,9 @@ func TestLoadExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("example.yaml's clusters form: %v\n%s", err, clusters)
 	}
-	if len(c.Clusters) != 2 || c.Clusters[0].Name != "paris" || c.Clusters[1].Name != "xo-lab.example.com:8443" ||
-		c.Clusters[1].RequestTimeout != 30*time.Second || c.Clusters[0].RequestTimeout != DefaultRequestTimeout {
+	if len(c.Clusters) != 3 || c.Clusters[0].Name != "paris" || c.Clusters[1].Name != "xo-lab.example.com:8443" ||
+		c.Clusters[1].RequestTimeout != 30*time.Second || c.Clusters[0].RequestTimeout != DefaultRequestTimeout ||
+		!c.Clusters[0].IsEnabled() || c.Clusters[2].IsEnabled() {
 		t.Errorf("example.yaml's clusters form = %+v", c.Clusters)
 	}
 }
@@ -721,6 +731,9 @@ func TestClusters(t *testing.T) {
 		if !reflect.DeepEqual(got.Clusters, want) {
 			t.Errorf("clusters = %+v\nwant %+v", got.Clusters, want)
 		}
+		if !got.Clusters[0].IsEnabled() || !got.Clusters[1].IsEnabled() {
+			t.Errorf("entries without enabled are not enabled: %+v", got.Clusters)
+		}
 		w := strings.Join(got.Warnings(), "\n")
 		if !strings.Contains(w, "XO server a.example.com: insecure") || !strings.Contains(w, "XO server lab: url uses http") {
 			t.Errorf("warnings do not name the servers: %s", w)
@@ -770,6 +783,15 @@ func TestClusters(t *testing.T) {
 		{"entry key twice", "clusters:\n" + entry("https://a.example.com", "url: https://b.example.com"), nil,
 			[]string{"clusters[0].url"}, "line 4: already set on line 2"},
 		{"insecure env", two, envOf(EnvInsecure, "true"), []string{EnvInsecure}, "single-server form only"},
+		{"every entry disabled", "clusters:\n" + entry("https://a.example.com", "enabled: false") + entry("https://b.example.com", "enabled: false"), nil,
+			[]string{"clusters"}, "every entry has enabled: false: enable at least one"},
+		{"the only entry disabled", "clusters:\n" + entry("https://a.example.com", "enabled: false"), nil,
+			[]string{"clusters[0].enabled"}, "switches off the only XO server"},
+		{"single-server form disabled", "url: https://a.example.com\ntoken: x-token\nenabled: false\n", nil,
+			[]string{"enabled"}, "switches off the only XO server"},
+		{"top-level enabled with clusters", "enabled: true\n" + two, nil, []string{"enabled"}, "single-server form: with clusters, set it in each entry"},
+		{"a disabled entry is still checked", "clusters:\n" + entry("https://a.example.com") + "- {url: ftp://b.example.com, enabled: false}\n", nil,
+			[]string{"clusters[1].url", "clusters[1].token"}, `scheme "ftp"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -945,6 +967,70 @@ func TestErrorsNeverHoldToken(t *testing.T) {
 	_, err = Load(writeFile(t, dir, "c.yaml", "url: https://xoa.example.com\ntokenFile: tok\nrequestTimeout: "+testToken+"\n"), nil)
 	if err == nil || strings.Contains(err.Error(), testToken) {
 		t.Errorf("token file: error %v", err)
+	}
+}
+
+// TestSecretsUnderTheWrongKey puts secrets of several shapes under the path-like keys, with no
+// token elsewhere in the file that redaction could know them by: the error names the key and
+// what it expects, and never shows the value (nor the path it resolves to). Token-shaped
+// secrets are not shown under any other key either.
+func TestSecretsUnderTheWrongKey(t *testing.T) {
+	tokenShaped := []string{
+		testToken,
+		"Gq3vJ7kP0sXc9LmN2bT5wYz8AeRf4HuD6iOa1KlVbEc", // XO's shape: 32 random bytes in base64url
+		"Zm9vYmFyMTIzNDU2Nzg5MEFCQ0RFRkdISUpL+/=",     // base64
+	}
+	others := []string{
+		"hunter2",
+		"P@ss w0rd!#$%^&*()[]{}",
+		"pässwörd-ünïcode-42",
+		"../../etc/shadow:SEKRET",
+	}
+	for _, key := range []string{"tokenFile", "caFile"} {
+		for _, secret := range slices.Concat(tokenShaped, others) {
+			q := strconv.Quote(secret)
+			for form, file := range map[string]string{
+				key:                  "url: https://xoa.example.com\n" + key + ": " + q + "\n",
+				"clusters[0]." + key: "clusters:\n- {url: https://a.example.com, " + key + ": " + q + "}\n",
+				"clusters[1]." + key: "clusters:\n- {url: https://a.example.com, tokenFile: /nonexistent}\n- {url: https://b.example.com, " + key + ": " + q + "}\n",
+			} {
+				_, err := loadString(t, file, nil)
+				if err == nil {
+					t.Fatalf("%s: %q loaded", form, secret)
+				}
+				msg := err.Error()
+				if strings.Contains(msg, secret) || strings.Contains(msg, q[1:len(q)-1]) {
+					t.Errorf("%s: the error shows the value: %v", form, err)
+				}
+				if !strings.Contains(msg, form+": Invalid value") || !strings.Contains(msg, "want the path of a file holding") {
+					t.Errorf("%s: the error does not name the key and what it expects: %v", form, err)
+				}
+			}
+		}
+	}
+	for _, key := range []string{"name", "url", "region", "caBundle", "topology.region", "topology.zone", "nodes.ignoreSelector"} {
+		for _, secret := range tokenShaped {
+			yamlKey := key
+			if k, sub, nested := strings.Cut(key, "."); nested {
+				yamlKey = k + ": {" + sub
+			}
+			file := "url: https://xoa.example.com\n" + yamlKey + ": " + strconv.Quote(secret)
+			if strings.Contains(key, ".") {
+				file += "}"
+			}
+			if key == "url" {
+				file = "url: " + strconv.Quote(secret)
+			}
+			for _, f := range []string{file + "\n", file + "\nlabels: {tagLabelPrefixes: [" + strconv.Quote(secret) + "]}\naddresses: {internalCIDRs: [" + strconv.Quote(secret) + "]}\n" + strconv.Quote(secret) + ": 1\n"} {
+				_, err := loadString(t, f, nil)
+				if err == nil {
+					t.Fatalf("%q loaded", f)
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("%s: the error shows the token-shaped value: %v", key, err)
+				}
+			}
+		}
 	}
 }
 

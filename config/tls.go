@@ -29,7 +29,7 @@ func (c *Cluster) TLSConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: caFile: %w", err)
 		}
-		bundle, source = b, "caFile "+c.CAFile
+		bundle, source = b, "caFile"
 	case c.CABundle != "":
 		bundle = []byte(c.CABundle)
 	default:
@@ -58,6 +58,11 @@ func (c *Config) Warnings() []string {
 	var w []string
 	for _, cl := range c.Clusters {
 		server := "XO server " + cl.Name + ": "
+		if !cl.IsEnabled() {
+			w = append(w, server+"enabled is false: not connected and not waited for; Nodes it alone holds the VM of keep what they have and are "+
+				"never deleted for it, and new ones stay uninitialized until it is enabled again")
+			continue
+		}
 		if cl.Insecure {
 			w = append(w, server+"insecure is true: XO's TLS certificate is not verified, so anyone on the network path "+
 				"can impersonate XO and capture the token; trust XO's CA with caFile or caBundle instead")

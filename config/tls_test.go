@@ -140,6 +140,10 @@ func TestWarnings(t *testing.T) {
 			c.Clusters[1].Name, c.Clusters[1].Insecure = "b", true
 			c.Clusters[2].Name, c.Clusters[2].URL = "c", "http://c"
 		}, []string{"XO server b: insecure", "XO server c: url uses http"}},
+		{"disabled, and nothing else said of it", func(c *Config) {
+			c.Clusters = append(c.Clusters, server())
+			c.Clusters[1].Name, c.Clusters[1].URL, c.Clusters[1].Enabled = "b", "http://b", new(false)
+		}, []string{"XO server b: enabled is false: not connected and not waited for"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,9 @@ package config
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"net/url"
 	"os"
@@ -61,6 +63,12 @@ func (c *Config) validate(readFile func(string) ([]byte, error)) field.ErrorList
 	cp := field.NewPath("clusters")
 	if len(c.Clusters) == 0 {
 		errs = append(errs, field.Required(cp, "list at least one XO server"))
+	} else if !slices.ContainsFunc(c.Clusters, func(cl Cluster) bool { return cl.IsEnabled() }) {
+		p, detail := cp, "every entry has enabled: false: enable at least one (to stop the controller, scale it to 0)"
+		if len(c.Clusters) == 1 {
+			p, detail = cp.Index(0).Child("enabled"), "false switches off the only XO server, and the controller would do nothing: to stop it, scale it to 0"
+		}
+		errs = append(errs, field.Invalid(p, false, detail))
 	}
 	// Each maps a value that must be unique to the path that has it first.
 	names, urls, pools := map[string]*field.Path{}, map[string]*field.Path{}, map[string]*field.Path{}
@@ -148,9 +156,9 @@ func (c *Cluster) validate(p *field.Path, readFile func(string) ([]byte, error))
 		errs = append(errs, field.Forbidden(p.Child("caBundle"), "set at most one of caFile and caBundle"))
 	case c.CAFile != "":
 		if b, err := readFile(c.CAFile); err != nil {
-			errs = append(errs, field.Invalid(p.Child("caFile"), field.OmitValueType{}, err.Error()))
+			errs = append(errs, field.Invalid(p.Child("caFile"), field.OmitValueType{}, unreadable(err, "a PEM bundle of CA certificates")))
 		} else if _, msg := parseCerts(b); msg != "" {
-			errs = append(errs, field.Invalid(p.Child("caFile"), c.CAFile, msg))
+			errs = append(errs, field.Invalid(p.Child("caFile"), field.OmitValueType{}, "the file "+msg))
 		}
 	case c.CABundle != "":
 		if _, msg := parseCerts([]byte(c.CABundle)); msg != "" {
@@ -168,6 +176,12 @@ func (c *Cluster) validate(p *field.Path, readFile func(string) ([]byte, error))
 		}
 	}
 	return errs
+}
+
+// unreadable is the problem of a path-like key whose file cannot be read: the cause, and what
+// the key expects. It never quotes the path: a token put under the key by mistake would show.
+func unreadable(err error, holding string) string {
+	return fmt.Sprintf("cannot read the file: %v; want the path of a file holding %s (the value is not shown, in case it is a secret put under the wrong key)", err, holding)
 }
 
 // name returns Name, or the URL's host[:port] when Name is empty, or "" when the URL is
@@ -350,24 +364,37 @@ func checkCIDR(s string) string {
 }
 
 // readRegularFile reads a regular file of at most maxFileSize bytes. Refusing devices and
-// pipes keeps a typo such as /dev/zero from hanging or exhausting the process.
+// pipes keeps a typo such as /dev/zero from hanging or exhausting the process. Its errors never
+// hold name: a path-like key (tokenFile, caFile) may hold a token put there by mistake, and the
+// callers that know name is a path (--config) add it themselves.
 func readRegularFile(name string) ([]byte, error) {
 	fi, err := os.Stat(name)
 	if err != nil {
-		return nil, err
+		return nil, pathless(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
+		return nil, errors.New("not a regular file")
 	}
 	if fi.Size() > maxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFileSize)
+		return nil, errTooLarge
 	}
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, err
+		return nil, pathless(err)
 	}
 	if len(b) > maxFileSize {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxFileSize)
+		return nil, errTooLarge
 	}
 	return b, nil
+}
+
+var errTooLarge = fmt.Errorf("larger than %d bytes (1 MiB), the limit of the config, token and CA files", maxFileSize)
+
+// pathless returns err without the path an *fs.PathError carries (errors.Is still sees the
+// cause, such as fs.ErrNotExist).
+func pathless(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }

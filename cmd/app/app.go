@@ -208,6 +208,9 @@ func newEstate(mgr ctrl.Manager, cfg *config.Config, lookupTimeout time.Duration
 	members := make([]inventory.Member, 0, len(cfg.Clusters))
 	for i := range cfg.Clusters {
 		cl := &cfg.Clusters[i]
+		if !cl.IsEnabled() {
+			continue // switched off in the config: not connected, not counted (a warning says so)
+		}
 		tlsConfig, err := cl.TLSConfig()
 		if err != nil {
 			return nil, fmt.Errorf("XO server %s: %w", cl.Name, err)
@@ -247,6 +250,9 @@ func serverNames(cfg *config.Config) []string {
 	names := make([]string, len(cfg.Clusters))
 	for i, c := range cfg.Clusters {
 		names[i] = c.Name + "=" + c.URL
+		if !c.IsEnabled() {
+			names[i] += " (disabled)"
+		}
 	}
 	return names
 }

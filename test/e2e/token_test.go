@@ -326,6 +326,14 @@ unknownKey: 1
 		config: "url: https://xo.example.com\ntoken: " + token + "\ntokenFile: /nonexistent/token\n",
 		keys:   []string{"tokenFile"},
 	}, {
+		name:   "the token under tokenFile",
+		config: "url: https://xo.example.com\ntokenFile: " + token + "\n",
+		keys:   []string{"tokenFile"},
+	}, {
+		name:   "the token under caFile",
+		config: "url: https://xo.example.com\ntokenFile: /nonexistent/token\ncaFile: " + token + "\n",
+		keys:   []string{"tokenFile", "caFile"},
+	}, {
 		name:   "YAML broken on the token line",
 		config: "url: https://xo.example.com\ntoken: \"" + token + "\n  bad: [\n",
 		keys:   []string{"invalid YAML"},
