@@ -34,6 +34,13 @@ openapi: ## Fetch XO's pinned OpenAPI document for the simulator's conformance t
 test: testbin openapi realnode ## Run every test (unit, simulator conformance, envtest integration, chart, the chart's Pods on a real node).
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" go test -count=1 -timeout 30m ./...
 
+.PHONY: soak
+soak: testbin ## Run the chaos soak of test/soak: SEED (default: random, printed) and DURATION (default 60m) give the schedule.
+	@seed="$(SEED)"; [ -n "$$seed" ] || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
+	echo "soak: SEED=$$seed DURATION=$(or $(DURATION),60m) (replay: make soak SEED=$$seed DURATION=$(or $(DURATION),60m))"; \
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" SOAK_SEED=$$seed SOAK_DURATION=$(or $(DURATION),60m) \
+		go test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/soak/
+
 .PHONY: fmt
 fmt: ## gofmt every Go file.
 	gofmt -s -w $$(git ls-files '*.go')

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
@@ -38,6 +39,11 @@ type Options struct {
 	APIServerArgs map[string][]string
 	// CRDPaths are CRD files or folders to install.
 	CRDPaths []string
+	// APIServerCertDir, when set, is kube-apiserver's working folder (its serving certificate
+	// and the client CA), kept when it stops: RestartAPIServer then brings it back with the
+	// same certificates, so that every client's configuration still works. Empty: a temporary
+	// folder, as envtest makes, and no restart.
+	APIServerCertDir string
 }
 
 // Env is a running control plane.
@@ -45,6 +51,8 @@ type Env struct {
 	*envtest.Environment
 	Config *rest.Config
 	Client client.Client
+
+	stableCerts bool
 }
 
 // AssetsDir returns the folder holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS, else the
@@ -84,6 +92,7 @@ func Start(o Options) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 	}
 	api := env.ControlPlane.GetAPIServer()
+	api.CertDir = o.APIServerCertDir
 	for k, vs := range o.APIServerArgs {
 		api.Configure().Set(k, vs...)
 	}
@@ -112,5 +121,24 @@ func Start(o Options) (*Env, error) {
 	if err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
-	return &Env{Environment: env, Config: cfg, Client: c}, nil
+	return &Env{Environment: env, Config: cfg, Client: c, stableCerts: o.APIServerCertDir != ""}, nil
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as a rolling restart of the control plane
+// does) and starts it again on the same port and etcd, with the same certificates. It needs
+// Options.APIServerCertDir: without it envtest would make new certificates and users, and no
+// client configuration would survive. down is how long it stays stopped.
+func (e *Env) RestartAPIServer(down time.Duration) error {
+	api := e.ControlPlane.GetAPIServer()
+	if api.CertDir == "" || !e.stableCerts {
+		return errors.New("restart kube-apiserver: Options.APIServerCertDir is not set")
+	}
+	if err := api.Stop(); err != nil {
+		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("start kube-apiserver again: %w", err)
+	}
+	return nil
 }

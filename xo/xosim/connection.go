@@ -87,6 +87,9 @@ func (s *Server) FinishDisconnect(id string) error {
 // pool. It fails when the pool's server entry is disabled.
 func (s *Server) ReconnectPool(id string) error {
 	return s.withPool(id, func(t *txn, p *poolState) error {
+		if p.removed {
+			return fmt.Errorf("reconnect pool %s: its server entry was removed (AddServer first)", id)
+		}
 		if p.spec.ServerDisabled {
 			return fmt.Errorf("reconnect pool %s: server %s is disabled", id, p.spec.ServerID)
 		}
@@ -109,6 +112,8 @@ func (s *Server) ReconnectPool(id string) error {
 func (s *Server) BeginReconnect(id string) error {
 	return s.withPool(id, func(_ *txn, p *poolState) error {
 		switch {
+		case p.removed:
+			return fmt.Errorf("reconnect pool %s: its server entry was removed (AddServer first)", id)
 		case p.spec.ServerDisabled:
 			return fmt.Errorf("reconnect pool %s: server %s is disabled", id, p.spec.ServerID)
 		case p.connected:
@@ -260,6 +265,9 @@ func (t *txn) revealVMs(p *poolState, n int) int {
 func (s *Server) SetServerEnabled(poolID string, enabled bool) error {
 	changed := false
 	err := s.withPool(poolID, func(_ *txn, p *poolState) error {
+		if p.removed {
+			return fmt.Errorf("set server of pool %s enabled: its server entry was removed", poolID)
+		}
 		changed = p.spec.ServerDisabled == enabled
 		p.spec.ServerDisabled = !enabled
 		return nil
@@ -280,4 +288,46 @@ func (s *Server) PoolConnected(id string) bool {
 	defer s.st.mu.RUnlock()
 	p := s.st.pools[id]
 	return p != nil && p.connected
+}
+
+// RemoveServer removes the pool's /servers entry, as XO's server.remove does: XO first
+// disconnects from the pool (as DisconnectPool: the pool's VMs, hosts and pool object go, in
+// that order), then forgets the entry, which /rest/v0/servers no longer lists (a GET of its id
+// answers "no such xenServer"). The simulator keeps the pool's objects, hidden, for AddServer.
+func (s *Server) RemoveServer(poolID string) error {
+	removed := false
+	if err := s.withPool(poolID, func(_ *txn, p *poolState) error {
+		removed = p.removed
+		return nil
+	}); err != nil || removed {
+		return err
+	}
+	if err := s.DisconnectPool(poolID); err != nil {
+		return err
+	}
+	return s.withPool(poolID, func(_ *txn, p *poolState) error {
+		p.removed = true
+		return nil
+	})
+}
+
+// AddServer adds back the /servers entry of a pool whose entry RemoveServer removed, as XO's
+// server.add does for the same host: a new entry with a new id, enabled, which XO connects to
+// at once (autoConnect): the pool, its hosts and its VMs come back as with ReconnectPool. It
+// returns the new entry's id. It fails unless the entry was removed.
+func (s *Server) AddServer(poolID string) (string, error) {
+	id := newUUID()
+	err := s.withPool(poolID, func(_ *txn, p *poolState) error {
+		if !p.removed {
+			return fmt.Errorf("add server of pool %s: its server entry exists", poolID)
+		}
+		p.removed = false
+		p.spec.ServerID = id
+		p.spec.ServerDisabled = false
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, s.ReconnectPool(poolID)
 }

@@ -42,6 +42,7 @@ type subscriber struct {
 	queue    [][]byte
 	queued   int
 	dead     bool
+	cut      bool // CutEventStreams: end in the middle of the next frame
 	stopOnce sync.Once
 }
 
@@ -277,10 +278,25 @@ func (s *Server) serveEvents(rq *request) {
 				headerSent = true
 			}
 			frames := sb.take()
-			for _, f := range frames {
+			cut := sb.takeCut()
+			for i, f := range frames {
+				if cut && i == len(frames)-1 {
+					break
+				}
 				if _, err := w.Write(f); err != nil {
 					return
 				}
+			}
+			if cut {
+				// Half of the last frame (or of a ping when none is queued), then the
+				// connection goes: the client reads a message that never ends.
+				last := frame("ping", kv("ping", float64(s.now().UnixMilli())))
+				if len(frames) > 0 {
+					last = frames[len(frames)-1]
+				}
+				_, _ = w.Write(last[:len(last)/2])
+				abortConnection(w, false)
+				return
 			}
 			if err := rc.Flush(); err != nil {
 				return
@@ -463,6 +479,33 @@ func (s *Server) EventSubscriptions() map[string][]string {
 		out[id] = cols
 	}
 	return out
+}
+
+// CutEventStreams cuts every open event stream in the middle of a message, as a network
+// failure or a proxy dropping the connection does: each stream sends the frames it had queued
+// but the last, the first half of that one (of a ping frame when none was queued), and the
+// connection is closed without ending the response. The events after it are lost: a client
+// must reconnect and relist. It returns how many streams it marked; each is cut as soon as
+// its stream runs (within one write).
+func (s *Server) CutEventStreams() int {
+	s.events.mu.RLock()
+	defer s.events.mu.RUnlock()
+	for _, sb := range s.events.subs {
+		sb.mu.Lock()
+		sb.cut = true
+		sb.mu.Unlock()
+		sb.signal()
+	}
+	return len(s.events.subs)
+}
+
+// takeCut reports, once, whether CutEventStreams marked the subscriber.
+func (sb *subscriber) takeCut() bool {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	c := sb.cut
+	sb.cut = false
+	return c
 }
 
 // CloseEventStreams ends every open event stream (as when XO restarts).

@@ -611,7 +611,7 @@ func (s *Server) collectionObjects(name string) []*object {
 	if name == "servers" {
 		var out []*object
 		for _, id := range s.st.order[collPool] {
-			if p := s.st.pools[id]; p != nil {
+			if p := s.st.pools[id]; p != nil && !p.removed {
 				out = append(out, &object{id: p.spec.ServerID, data: s.st.buildServer(p)})
 			}
 		}

@@ -77,7 +77,9 @@ type poolState struct {
 	connected bool
 	loaded    bool
 	allVMs    bool
-	shown     map[string]struct{}
+	// removed: XO forgot the pool's /servers entry (RemoveServer) until AddServer.
+	removed bool
+	shown   map[string]struct{}
 	// pending lists VMs still to reveal during a staged reconnection, in insertion order.
 	pending []string
 	created float64

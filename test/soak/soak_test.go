@@ -1,0 +1,1231 @@
+// Package soak_test is the chaos soak of issue 24: the real binary as two replicas (leader
+// election on, the webhook served by both behind a round-robin proxy) against a real
+// kube-apiserver (envtest) and two simulated XO servers with several pools, driven by a
+// schedule of Node churn, VM churn, XO faults and Kubernetes faults generated from one seed,
+// and checked by an oracle that knows XO's true state (oracle_test.go).
+//
+//	go test ./test/soak/                                          # the CI run: fixed seed, short
+//	SOAK_SEED=42 SOAK_DURATION=60m go test -timeout 0 ./test/soak/  # what make soak runs
+//
+// A violation fails the run and prints the seed, the schedule up to it and the objects
+// involved; the same SOAK_SEED and SOAK_DURATION replay the same schedule (the timing of the
+// system under test is not deterministic, so a replay is not guaranteed to fail the same way).
+package soak_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
+
+const (
+	caSecretName      = "soak-webhook-ca"
+	webhookConfigName = "soak-webhook"
+	// settleTime is the inventory's settle time in the binaries' config: short, so that the
+	// convergence checks fit in the run.
+	settleTime = 3 * time.Second
+	// tolerance is added to settleTime for invariant 2's window: event delivery, informer and
+	// cache lag, retries with backoff after an XO fault of up to 6 s.
+	tolerance = 10 * time.Second
+	// convergeWithin is invariant 5's bound after the faults stop.
+	convergeWithin = settleTime + 10*time.Second
+	// ciSeed and ciDuration are the run of go test without SOAK_SEED / SOAK_DURATION.
+	ciSeed     = 24
+	ciDuration = 5 * time.Minute
+)
+
+// estate is the simulated XO side: two servers, their pools and hosts (ids in poolDefs
+// order and hostDefs order).
+type estate struct {
+	xos     []*testenv.XO
+	tokens  []string
+	poolIDs []string
+	hostIDs []string
+}
+
+func (e *estate) sim(pool int) *xosim.Server { return e.xos[poolDefs[pool].server].Sim }
+
+func (e *estate) poolOf(id string) int { return slices.Index(e.poolIDs, id) }
+
+// runner executes the schedule and holds everything the run uses.
+type runner struct {
+	t        *testing.T
+	sched    *Schedule
+	est      *estate
+	env      *testenv.Env
+	kube     client.Client
+	o        *oracle
+	replicas []*replica
+	api      *apiProxy
+	hook     *webhookProxy
+	start    time.Time
+
+	mu       sync.Mutex
+	done     []string // the steps executed, with their real time
+	counts   map[string]int
+	faults   map[string]xosim.FaultID
+	hidden   map[int]bool // pools whose objects XO does not hold (model of the executor)
+	killed   map[string]*replica
+	failed   bool
+	failOnce sync.Once
+	samples  []sample
+	// apiRestart receives the end of a kube-apiserver restart under way.
+	apiRestart chan error
+	// convergences are the times to convergence after each quiet step (invariant 5).
+	convergences []time.Duration
+	// lastStepAt is when the last step before the quiet one ended: the faults stopped then.
+	lastStepAt time.Time
+	// lastChecked counts the Nodes of the last convergence check by outcome.
+	lastChecked map[string]int
+}
+
+type sample struct {
+	at         time.Duration
+	replica    string
+	start      int
+	goroutines float64
+	rss        float64
+}
+
+func envDuration(t *testing.T) (uint64, time.Duration) {
+	seed, d := uint64(ciSeed), ciDuration
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SOAK_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	if s := os.Getenv("SOAK_DURATION"); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("SOAK_DURATION=%q: %v", s, err)
+		}
+		d = v
+	}
+	return seed, d
+}
+
+func TestSoak(t *testing.T) {
+	ctrl.SetLogger(logr.Discard())
+	seed, dur := envDuration(t)
+	if testing.Short() && os.Getenv("SOAK_SEED") == "" {
+		t.Skip("the soak takes minutes; -short skips it")
+	}
+	sched := Generate(seed, dur)
+	t.Logf("soak: seed %d, duration %s, %d steps (replay: make soak SEED=%d DURATION=%s)", seed, dur, len(sched.Steps), seed, dur)
+	if os.Getenv("SOAK_PRINT") != "" {
+		for _, s := range sched.Steps {
+			t.Log(s)
+		}
+	}
+	r := setup(t, sched)
+	r.run()
+	r.finish()
+	r.report()
+}
+
+// setup starts the API server, the XO simulators, the proxies and the two replicas.
+func setup(t *testing.T, sched *Schedule) *runner {
+	binDir := t.TempDir()
+	bin := ccmBinary(t, binDir)
+	// A certificate folder of the test's, so that kube-apiserver can be restarted.
+	env := testenv.StartTest(t, testenv.Options{APIServerCertDir: t.TempDir()})
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	r := &runner{t: t, sched: sched, env: env, kube: env.Client, counts: map[string]int{}, faults: map[string]xosim.FaultID{},
+		hidden: map[int]bool{}, killed: map[string]*replica{}}
+	r.o = newOracle(settleTime + tolerance)
+	r.o.onViol = r.violation
+
+	// XO: ids drawn from the seed too, so that a replay has the same estate.
+	idr := mrand.New(mrand.NewPCG(sched.Seed, 0xe57a7e))
+	est := &estate{}
+	for i := range numServers {
+		tok := "soakTok" + strconv.Itoa(i) + randHex(t, 20)
+		est.tokens = append(est.tokens, tok)
+		est.xos = append(est.xos, testenv.NewXO(t, testenv.XOOptions{Token: tok}))
+	}
+	for _, pd := range poolDefs {
+		id := uuidFrom(idr)
+		est.poolIDs = append(est.poolIDs, est.xos[pd.server].AddPool(t, xosim.PoolSpec{ID: id, NameLabel: pd.name}))
+	}
+	for h, p := range hostDefs() {
+		id := uuidFrom(idr)
+		est.hostIDs = append(est.hostIDs, est.xos[poolDefs[p].server].AddHost(t, xosim.HostSpec{
+			ID: id, PoolID: est.poolIDs[p], NameLabel: fmt.Sprintf("%s-h%d", poolDefs[p].name, h), Address: fmt.Sprintf("192.168.%d.%d", p, h+10)}))
+	}
+	r.est = est
+	for i := range sched.Initial {
+		r.createVM(i)
+	}
+
+	// The binaries' config: both XO servers, the second scoped to its pools but the last.
+	dir := t.TempDir()
+	var scope []string
+	for p, pd := range poolDefs {
+		if pd.server == 1 && pd.inScope {
+			scope = append(scope, est.poolIDs[p])
+		}
+	}
+	cfg := fmt.Sprintf(`requestTimeout: 2s
+listTimeout: 10s
+clusters:
+  - name: xo1
+    url: %s
+    token: %s
+  - name: xo2
+    url: %s
+    token: %s
+    pools: [%s]
+inventory:
+  settleTime: %s
+  pollPeriod: 2s
+  staleAfter: 10s
+  resyncPeriod: 30s
+nodes:
+  ignoreSelector: %q
+`, est.xos[0].URL, est.tokens[0], est.xos[1].URL, est.tokens[1], strings.Join(scope, ", "), settleTime, ignoreSelectorKv)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The API proxy and the binaries' kubeconfig, which trusts only the proxy's certificate.
+	certPEM, pair := selfSigned(t)
+	api, err := newAPIProxy(env.Config, pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.close)
+	r.api = api
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: soak
+  cluster:
+    server: https://%s
+    certificate-authority-data: %s
+contexts:
+- name: soak
+  context: {cluster: soak, user: soak}
+current-context: soak
+users:
+- name: soak
+  user: {}
+`, api.addr, base64.StdEncoding.EncodeToString(certPEM))
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	logDir := os.Getenv("SOAK_LOGDIR")
+	if logDir == "" {
+		logDir = t.TempDir()
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("soak: the replicas' output goes to %s", logDir)
+	a := newReplica(t, "replica-a", bin, kubeconfig, cfgPath, logDir)
+	b := newReplica(t, "replica-b", bin, kubeconfig, cfgPath, logDir)
+	r.replicas = []*replica{a, b}
+	for _, rp := range r.replicas {
+		rp.onExit = func(rp *replica, err error) {
+			r.note("%s exited on its own (%v): restarted in 1 s, as the kubelet would", rp.name, err)
+			r.mu.Lock()
+			r.counts["replica-exit "+rp.name]++
+			r.mu.Unlock()
+		}
+	}
+	hook, err := newWebhookProxy([]string{loopback(a.webhook), loopback(b.webhook)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hook.close)
+	r.hook = hook
+	mwc := webhook.Configuration(webhookConfigName, nil, admissionregistrationv1.Ignore, 5)
+	mwc.Webhooks[0].ClientConfig.URL = ptr.To("https://" + net.JoinHostPort("localhost", strconv.Itoa(hook.port())) + webhook.Path)
+	if err := env.Client.Create(ctx, mwc); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch the Nodes before any exists.
+	r.watchNodes()
+	// Nodes the cluster had before the controller was installed.
+	for i := range sched.InitialN {
+		r.registerNode(i, sched.Nodes[i].ready)
+	}
+	for _, rp := range r.replicas {
+		if err := rp.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.WaitFor(t, 90*time.Second, "both replicas ready and one leading", func() error {
+		for _, rp := range r.replicas {
+			if !rp.running() {
+				return fmt.Errorf("%s exited:\n%s", rp.name, string(rp.out.Tail(3000)))
+			}
+			if !rp.ready() {
+				return fmt.Errorf("%s not ready", rp.name)
+			}
+		}
+		if !a.leading() && !b.leading() {
+			return fmt.Errorf("no leader")
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, rp := range r.replicas {
+				t.Logf("--- output of %s (tail) ---\n%s", rp.name, string(rp.out.Tail(8000)))
+			}
+		}
+	})
+	return r
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+func randHex(t *testing.T, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", b)
+}
+
+// selfSigned returns a serving certificate for 127.0.0.1 valid for a day (testenv's CA issues
+// for two hours, less than a long soak), PEM and as a tls.Certificate.
+func selfSigned(t *testing.T) ([]byte, tls.Certificate) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "soak-api-proxy"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	pair, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certPEM, pair
+}
+
+// --- truth ----------------------------------------------------------------------------------
+
+// stateOf reads VM i's state from its simulator (whether or not XO shows it).
+func (r *runner) stateOf(i int) vmState {
+	gv := r.sched.VMs[i]
+	for _, x := range r.est.xos {
+		spec, ok := x.Sim.VM(gv.id)
+		if !ok {
+			continue
+		}
+		p := r.est.poolOf(spec.PoolID)
+		st := vmState{exists: true, pool: spec.PoolID, poolName: poolDefs[p].name, power: spec.PowerState, name: spec.NameLabel,
+			instType: fmt.Sprintf("%dvCPU-%dGB", max(spec.CPUsMax, spec.CPUs), spec.Memory/xosim.GiB), ip: gv.ip}
+		if spec.PowerState == "Running" || spec.PowerState == "Paused" {
+			st.host = spec.HostID
+			if h, ok := x.Sim.Host(spec.HostID); ok {
+				st.hostName = h.NameLabel
+			}
+		}
+		st.tagLabels, st.tagTaints = tagsToLabels(spec.Tags)
+		return st
+	}
+	return vmState{}
+}
+
+// tagsToLabels reads the label and taint tags under the allowed prefix, as the controller's
+// documented convention has them (docs/configuration.md), without its code.
+func tagsToLabels(tags []string) (map[string]string, []corev1.Taint) {
+	labels := map[string]string{}
+	var taints []corev1.Taint
+	for _, tag := range tags {
+		switch {
+		case strings.HasPrefix(tag, tagLabelPrefix):
+			kv := strings.TrimPrefix(tag, tagLabelPrefix)
+			k, v, _ := strings.Cut(kv, "=")
+			if isTagKey(k) {
+				labels[k] = v
+			}
+		case strings.HasPrefix(tag, tagTaintPrefix):
+			kv := strings.TrimPrefix(tag, tagTaintPrefix)
+			i := strings.LastIndex(kv, ":")
+			if i < 0 {
+				continue
+			}
+			k, v, _ := strings.Cut(kv[:i], "=")
+			if isTagKey(k) {
+				taints = append(taints, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(kv[i+1:])})
+			}
+		}
+	}
+	return labels, taints
+}
+
+// recordVM records VM i's current state in the oracle; XO shows it unless its pool is hidden.
+func (r *runner) recordVM(i int, extraHidden ...int) {
+	st := r.stateOf(i)
+	visible := true
+	r.mu.Lock()
+	if st.exists && r.hidden[r.est.poolOf(st.pool)] {
+		visible = false
+	}
+	for _, p := range extraHidden {
+		if r.hidden[p] {
+			visible = false
+		}
+	}
+	r.mu.Unlock()
+	r.o.record(r.sched.VMs[i].id, st, visible)
+}
+
+func (r *runner) setHidden(p int, hidden bool) {
+	r.mu.Lock()
+	r.hidden[p] = hidden
+	r.mu.Unlock()
+	if !hidden {
+		id := r.est.poolIDs[p]
+		r.o.reveal(func(_ string, st vmState) bool { return !st.exists || st.pool == id })
+	}
+}
+
+// vmExists reports whether a VM exists in any XO server, connected or not.
+func (r *runner) vmExists(id string) bool {
+	for _, x := range r.est.xos {
+		if _, ok := x.Sim.VM(id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// --- actions --------------------------------------------------------------------------------
+
+func (r *runner) createVM(i int) {
+	gv := r.sched.VMs[i]
+	fw := "bios"
+	if gv.uefi {
+		fw = "uefi"
+	}
+	spec := xosim.VMSpec{ID: gv.id, PoolID: r.est.poolIDs[gv.pool], HostID: r.est.hostIDs[gv.host], NameLabel: gv.name,
+		PowerState: "Running", CPUs: gv.cpus, Memory: int64(gv.memGiB) * xosim.GiB, Tags: slices.Clone(gv.tags), IPs: []string{gv.ip}, Firmware: fw}
+	if _, err := r.est.sim(gv.pool).AddVM(spec); err != nil {
+		r.t.Fatalf("add VM %d: %v", i, err)
+	}
+	r.recordVM(i)
+}
+
+// registerNode creates Node i as its kubelet (or whoever) registers it.
+func (r *runner) registerNode(i int, ready bool) {
+	gn := r.sched.Nodes[i]
+	gv := r.sched.VMs[gn.vm]
+	foreign := map[string]string{foreignLabelKey: "initial"}
+	var opts []testenv.NodeOption
+	switch gn.kind {
+	case kindUUID:
+		opts = append(opts, testenv.WithSystemUUID(gv.id))
+	case kindSwapped:
+		opts = append(opts, testenv.WithSystemUUID(xosim.SwapUUID(gv.id)))
+	case kindName:
+	case kindAddress:
+		opts = append(opts, testenv.WithNodeIP(gv.ip))
+	case kindProviderID:
+		st := r.stateOf(gn.vm)
+		pool := st.pool
+		if pool == "" {
+			pool = r.est.poolIDs[gv.pool]
+		}
+		opts = append(opts, testenv.WithProviderID(node.FormatProviderID(pool, gv.id)), testenv.WithSystemUUID(gv.id))
+	case kindIgnored:
+		opts = append(opts, testenv.WithSystemUUID(gv.id), testenv.WithLabels(map[string]string{node.LabelIgnore: "true"}))
+	case kindIgnoredSel:
+		opts = append(opts, testenv.WithSystemUUID(gv.id), testenv.WithLabels(map[string]string{ignoreSelectorKv: "true"}))
+	case kindForeign:
+		opts = append(opts, testenv.WithSystemUUID(gv.id), testenv.WithProviderID("aws:///eu-west-3a/i-0"+gv.id[:8]))
+	}
+	opts = append(opts, testenv.WithLabels(foreign), testenv.WithReady(ready),
+		testenv.WithTaints(corev1.Taint{Key: foreignTaintKey, Value: "infra", Effect: corev1.TaintEffectNoSchedule}))
+	n := testenv.KubeletNode(gn.name, opts...)
+	// WithTaints replaces: keep the kubelet's uninitialized taint first.
+	n.Spec.Taints = append([]corev1.Taint{{Key: testenv.TaintUninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		corev1.Taint{Key: foreignTaintKey, Value: "infra", Effect: corev1.TaintEffectNoSchedule})
+	created := n.DeepCopy()
+	r.o.mu.Lock()
+	prev := r.o.nodes[gn.name]
+	rec := &nodeRec{name: gn.name, vm: gv.id, vmIdx: gn.vm, kind: gn.kind, created: created,
+		foreign: map[string]map[string]time.Time{foreignLabelKey: {"initial": {}}}, exists: true, ready: ready, byTest: map[string]bool{}, createdAt: time.Now()}
+	if prev != nil {
+		rec.byTest = prev.byTest
+	}
+	r.o.nodes[gn.name] = rec
+	r.o.mu.Unlock()
+	err := r.kube.Create(context.Background(), n)
+	r.o.mu.Lock()
+	defer r.o.mu.Unlock()
+	if err != nil {
+		rec.exists = false
+		r.note("register Node %s: %v", gn.name, err)
+		return
+	}
+	rec.uid = string(n.UID)
+}
+
+func (r *runner) note(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = append(r.done, fmt.Sprintf("    %s note: %s", time.Since(r.start).Round(time.Millisecond), fmt.Sprintf(format, args...)))
+}
+
+func (r *runner) deleteNode(i int) {
+	name := r.sched.Nodes[i].name
+	n := &corev1.Node{}
+	if err := r.kube.Get(context.Background(), types.NamespacedName{Name: name}, n); err != nil {
+		r.note("delete Node %s: %v", name, err)
+		return
+	}
+	r.o.mu.Lock()
+	if rec := r.o.nodes[name]; rec != nil {
+		rec.byTest[string(n.UID)] = true
+		rec.exists = false
+	}
+	r.o.mu.Unlock()
+	uid := n.UID
+	if err := r.kube.Delete(context.Background(), n, client.Preconditions{UID: &uid}); err != nil {
+		r.note("delete Node %s: %v", name, err)
+	}
+}
+
+func (r *runner) setReady(i int, ready bool) {
+	name := r.sched.Nodes[i].name
+	if err := testenv.SetReady(context.Background(), r.kube, name, ready); err != nil {
+		r.note("%v", err)
+		return
+	}
+	r.o.mu.Lock()
+	if rec := r.o.nodes[name]; rec != nil {
+		rec.ready = ready
+	}
+	r.o.mu.Unlock()
+}
+
+func (r *runner) setForeign(i int, value string) {
+	name := r.sched.Nodes[i].name
+	r.o.setForeign(name, foreignLabelKey, value)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, foreignLabelKey, value))
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := r.kube.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		r.note("label Node %s: %v", name, err)
+	}
+}
+
+// leader returns the replica that leads and the other one; nil when none leads.
+func (r *runner) leader() (lead, other *replica) {
+	for i, rp := range r.replicas {
+		if rp.running() && rp.leading() {
+			return rp, r.replicas[1-i]
+		}
+	}
+	return nil, nil
+}
+
+func (r *runner) xoFaultKey(s Step) string { return fmt.Sprintf("%s/%d", s.Kind, s.Server) }
+
+// exec runs one step.
+func (r *runner) exec(s Step) {
+	ctx := context.Background()
+	x := r.est.xos[s.Server]
+	var err error
+	switch s.Kind {
+	case actNodeRegister:
+		r.registerNode(s.Node, s.Arg != "false")
+	case actNodeIgnored, actNodeForeign:
+		r.registerNode(s.Node, true)
+	case actNodeDelete:
+		r.deleteNode(s.Node)
+	case actNodeReady:
+		r.setReady(s.Node, s.Arg == "true")
+	case actNodeForeignSet:
+		r.setForeign(s.Node, s.Arg)
+	case actVMCreate:
+		r.createVM(s.VM)
+	case actVMDelete:
+		gv := r.sched.VMs[s.VM]
+		for _, xx := range r.est.xos {
+			if _, ok := xx.Sim.VM(gv.id); ok {
+				err = xx.Sim.RemoveVM(gv.id)
+			}
+		}
+		r.recordVM(s.VM)
+	case actVMMigrate, actVMMove:
+		gv := r.sched.VMs[s.VM]
+		from := r.est.poolOf(r.stateOf(s.VM).pool)
+		err = r.est.sim(hostDefs()[s.N]).Migrate(gv.id, r.est.hostIDs[s.N])
+		r.recordVM(s.VM, from)
+	case actVMPower:
+		gv := r.sched.VMs[s.VM]
+		err = r.simOfVM(gv.id).SetPowerState(gv.id, s.Arg)
+		r.recordVM(s.VM)
+	case actVMRename:
+		gv := r.sched.VMs[s.VM]
+		err = r.simOfVM(gv.id).Rename(gv.id, s.Arg)
+		r.recordVM(s.VM)
+	case actVMResize:
+		gv := r.sched.VMs[s.VM]
+		gib, _ := strconv.Atoi(s.Arg)
+		err = r.simOfVM(gv.id).Resize(gv.id, s.N, int64(gib)*xosim.GiB)
+		r.recordVM(s.VM)
+	case actVMTags:
+		gv := r.sched.VMs[s.VM]
+		var tags []string
+		if s.Arg != "" {
+			tags = strings.Split(s.Arg, "|")
+		}
+		err = r.simOfVM(gv.id).SetTags(gv.id, tags)
+		r.recordVM(s.VM)
+	case actXO5xx:
+		if s.End {
+			x.Sim.RemoveFault(r.faults[r.xoFaultKey(s)])
+		} else {
+			r.faults[r.xoFaultKey(s)] = x.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: s.N, PathPrefix: s.Arg})
+		}
+	case actXOHang:
+		if s.End {
+			x.Sim.RemoveFault(r.faults[r.xoFaultKey(s)])
+		} else {
+			r.faults[r.xoFaultKey(s)] = x.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultLatency, Latency: 30 * time.Second, PathPrefix: s.Arg})
+		}
+	case actXORefuse:
+		if s.End {
+			x.Reopen(r.t)
+		} else {
+			x.Close()
+		}
+	case actXO401:
+		if s.End {
+			x.Sim.AddToken(r.est.tokens[s.Server])
+		} else {
+			x.Sim.RevokeToken(r.est.tokens[s.Server])
+		}
+	case actXOStreamCut:
+		r.note("%d event streams cut", x.Sim.CutEventStreams())
+	case actXOTruncate:
+		x.Sim.InjectFault(xosim.Fault{Kind: xosim.FaultTruncate, PathPrefix: "/rest/v0/vms", Count: s.N, Lines: 2})
+	case actPoolDrop:
+		sim, id := r.est.sim(s.Pool), r.est.poolIDs[s.Pool]
+		r.setHidden(s.Pool, true)
+		if err = sim.BeginDisconnect(id); err == nil {
+			time.Sleep(100 * time.Millisecond)
+			err = sim.FinishDisconnect(id)
+		}
+	case actPoolBegin:
+		err = r.est.sim(s.Pool).BeginReconnect(r.est.poolIDs[s.Pool])
+	case actPoolReveal:
+		err = r.est.sim(s.Pool).RevealPool(r.est.poolIDs[s.Pool])
+	case actPoolRevealVMs:
+		_, err = r.est.sim(s.Pool).RevealVMs(r.est.poolIDs[s.Pool], s.N)
+	case actPoolReconnect:
+		err = r.est.sim(s.Pool).ReconnectPool(r.est.poolIDs[s.Pool])
+		r.setHidden(s.Pool, false)
+	case actServerDisable:
+		if !s.End {
+			r.setHidden(s.Pool, true)
+		}
+		err = r.est.sim(s.Pool).SetServerEnabled(r.est.poolIDs[s.Pool], s.End)
+		if s.End {
+			r.setHidden(s.Pool, false)
+		}
+	case actServerRemove:
+		if s.End {
+			_, err = r.est.sim(s.Pool).AddServer(r.est.poolIDs[s.Pool])
+			r.setHidden(s.Pool, false)
+		} else {
+			r.setHidden(s.Pool, true)
+			err = r.est.sim(s.Pool).RemoveServer(r.est.poolIDs[s.Pool])
+		}
+	case actKillLeader, actKillOther:
+		if s.End {
+			if rp := r.killed[s.Kind]; rp != nil {
+				err = rp.start()
+				delete(r.killed, s.Kind)
+				r.note("restarted %s", rp.name)
+			}
+			break
+		}
+		lead, other := r.leader()
+		if lead == nil {
+			r.note("no replica leads at this moment: nothing killed")
+			break
+		}
+		victim := lead
+		if s.Kind == actKillOther {
+			victim = other
+		}
+		if !victim.running() {
+			r.note("%s is not running: nothing killed", victim.name)
+			break
+		}
+		victim.kill()
+		r.killed[s.Kind] = victim
+		r.note("SIGKILL %s", victim.name)
+	case actAPI429:
+		if s.End {
+			r.api.setThrottle(0)
+		} else {
+			r.api.setThrottle(s.N)
+		}
+	case actAPIRestart:
+		// kube-apiserver itself restarts (same etcd, port and certificates); the proxy refuses
+		// the binaries' connections meanwhile, as a stopped API server does, instead of
+		// answering 502 for it.
+		if s.End {
+			err = r.waitAPIRestart()
+			if e := r.api.comeBack(); e != nil {
+				err = e
+			}
+			break
+		}
+		r.api.goAway()
+		done := make(chan error, 1)
+		r.apiRestart = done
+		began := time.Now()
+		go func() {
+			err := r.env.RestartAPIServer(0)
+			r.note("kube-apiserver restarted in %s (err %v)", time.Since(began).Round(time.Millisecond), err)
+			done <- err
+		}()
+	case actCARotate:
+		err = r.kube.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: caSecretName}})
+	case actQuiet:
+	}
+	if err != nil {
+		r.note("%s: %v", s, err)
+	}
+}
+
+// waitAPIRestart waits for a kube-apiserver restart under way to end.
+func (r *runner) waitAPIRestart() error {
+	if r.apiRestart == nil {
+		return nil
+	}
+	select {
+	case err := <-r.apiRestart:
+		r.apiRestart = nil
+		return err
+	case <-time.After(2 * time.Minute):
+		return errors.New("kube-apiserver did not come back within 2 minutes")
+	}
+}
+
+func (r *runner) simOfVM(id string) *xosim.Server {
+	for _, x := range r.est.xos {
+		if _, ok := x.Sim.VM(id); ok {
+			return x.Sim
+		}
+	}
+	return r.est.xos[0].Sim
+}
+
+// run executes the schedule in real time, sampling the replicas' metrics every 10 s.
+func (r *runner) run() {
+	r.start = time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		r.sampleMetrics()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				r.sampleMetrics()
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	lastLog := time.Now()
+	for _, s := range r.sched.Steps {
+		if d := time.Until(r.start.Add(s.At)); d > 0 {
+			time.Sleep(d)
+		}
+		if r.isFailed() {
+			r.t.FailNow()
+		}
+		r.mu.Lock()
+		r.done = append(r.done, fmt.Sprintf("%s (at +%s)", s, time.Since(r.start).Round(time.Millisecond)))
+		k := s.Kind
+		if s.End {
+			k += " END"
+		}
+		r.counts[k]++
+		r.mu.Unlock()
+		r.exec(s)
+		if s.Kind != actQuiet {
+			r.mu.Lock()
+			r.lastStepAt = time.Now()
+			r.mu.Unlock()
+		}
+		if time.Since(lastLog) > time.Minute {
+			lastLog = time.Now()
+			r.t.Logf("soak: +%s step %d/%d", time.Since(r.start).Round(time.Second), s.Seq, len(r.sched.Steps))
+		}
+		if s.Kind == actQuiet {
+			r.converge()
+		}
+	}
+}
+
+func (r *runner) isFailed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+// violation prints a violation at once (with the seed and the schedule up to it) and fails
+// the run.
+func (r *runner) violation(v Violation) {
+	r.mu.Lock()
+	first := !r.failed
+	r.failed = true
+	done := slices.Clone(r.done)
+	r.mu.Unlock()
+	msg := fmt.Sprintf("VIOLATION of invariant %d at +%s: %s\n  seed %d, duration %s: replay with make soak SEED=%d DURATION=%s\n%s",
+		v.Invariant, v.At.Sub(r.start).Round(time.Millisecond), v.What, r.sched.Seed, r.sched.Duration, r.sched.Seed, r.sched.Duration, v.Objects)
+	if first {
+		from := max(0, len(done)-60)
+		msg += fmt.Sprintf("\n  schedule up to it (last %d of %d steps executed):\n    %s", len(done)-from, len(done), strings.Join(done[from:], "\n    "))
+	}
+	r.t.Error(msg)
+}
+
+// converge heals what is left (nothing, if the schedule ended every fault), waits until both
+// replicas run, and checks invariant 5 against the truth.
+func (r *runner) converge() {
+	t := r.t
+	r.mu.Lock()
+	quietAt := r.lastStepAt
+	r.mu.Unlock()
+	// Every fault window has ended in the schedule; make sure of it.
+	for _, x := range r.est.xos {
+		x.Sim.ClearFaults()
+	}
+	for _, rp := range r.killed {
+		_ = rp.start()
+	}
+	r.api.setThrottle(0)
+	if err := r.waitAPIRestart(); err != nil {
+		t.Errorf("kube-apiserver restart: %v", err)
+	}
+	_ = r.api.comeBack()
+	var last string
+	var converged time.Duration
+	ok := testenv.Poll(convergeWithin+30*time.Second, func() bool {
+		last = r.convergenceProblems()
+		if last == "" {
+			converged = time.Since(quietAt)
+			return true
+		}
+		return false
+	})
+	switch {
+	case !ok:
+		r.o.mu.Lock()
+		r.o.violate(5, fmt.Sprintf("no convergence %s after the faults stopped", convergeWithin+30*time.Second), last)
+		r.o.mu.Unlock()
+	case converged > convergeWithin:
+		r.o.mu.Lock()
+		r.o.violate(5, fmt.Sprintf("convergence took %s after the faults stopped, more than %s", converged.Round(time.Millisecond), convergeWithin), "")
+		r.o.mu.Unlock()
+	}
+	r.mu.Lock()
+	r.convergences = append(r.convergences, converged)
+	r.mu.Unlock()
+	t.Logf("soak: converged %s after the last fault or change (bound %s); Nodes checked: %v", converged.Round(time.Millisecond), convergeWithin, r.lastChecked)
+}
+
+// convergenceProblems lists what differs from the truth now ("" when nothing).
+func (r *runner) convergenceProblems() string {
+	var list corev1.NodeList
+	if err := r.kube.List(context.Background(), &list); err != nil {
+		return err.Error()
+	}
+	r.o.mu.Lock()
+	defer r.o.mu.Unlock()
+	// Names and addresses unique among the VMs in scope, as the truth has them.
+	names, ips := map[string]int{}, map[string]int{}
+	for i := range r.sched.VMs {
+		st, ok := r.o.current(r.sched.VMs[i].id)
+		if !ok || !st.exists || !poolDefs[r.est.poolOf(st.pool)].inScope {
+			continue
+		}
+		names[st.name]++
+		if st.host != "" {
+			ips[st.ip]++
+		}
+	}
+	unique := func(st vmState, kind string) bool {
+		if kind == kindName {
+			return names[st.name] == 1
+		}
+		return st.host != "" && ips[st.ip] == 1
+	}
+	var problems []string
+	checked := map[string]int{}
+	defer func() { r.lastChecked = checked }()
+	for i := range list.Items {
+		n := &list.Items[i]
+		rec := r.o.nodes[n.Name]
+		if rec == nil || rec.uid != string(n.UID) || rec.kind == kindIgnored || rec.kind == kindIgnoredSel || rec.kind == kindForeign {
+			continue
+		}
+		if rec.kind == kindName {
+			st, _ := r.o.current(rec.vm)
+			if st.name != n.Name {
+				// Renamed since it registered: only a match made before counts.
+				if n.Spec.ProviderID == "" {
+					continue
+				}
+			}
+		}
+		p, gone := r.o.expectation(rec, n, unique)
+		switch {
+		case gone:
+			checked["to delete"]++
+		case n.Spec.ProviderID != "":
+			checked["matched"]++
+		default:
+			checked["unmatched"]++
+		}
+		if p != "" {
+			problems = append(problems, fmt.Sprintf("Node %s (VM %s, %s): %s", n.Name, rec.vm, rec.kind, p))
+		}
+	}
+	slices.Sort(problems)
+	return strings.Join(problems, "\n")
+}
+
+// --- watch ----------------------------------------------------------------------------------
+
+// watchNodes runs an informer on Nodes (the test's own client, straight to the API server) and
+// hands every change to the oracle.
+func (r *runner) watchNodes() {
+	cs, err := kubernetes.NewForConfig(r.env.Config)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "nodes", "", fieldsEverything())
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Node{}, 0, cache.Indexers{})
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				r.o.observe(nil, n)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if ok1 && ok2 {
+				r.o.observe(o, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				r.o.deleted(n, r.vmExists)
+			}
+		},
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	r.t.Cleanup(func() { close(stop) })
+	go inf.Run(stop)
+	if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+		r.t.Fatal("node informer did not sync")
+	}
+}
+
+// --- metrics and the end --------------------------------------------------------------------
+
+func (r *runner) sampleMetrics() {
+	for _, rp := range r.replicas {
+		if !rp.running() {
+			continue
+		}
+		status, body, err := httpGet("http://" + rp.metrics + "/metrics")
+		if err != nil || status != http.StatusOK {
+			continue
+		}
+		rp.mu.Lock()
+		starts := rp.starts
+		rp.mu.Unlock()
+		r.mu.Lock()
+		r.samples = append(r.samples, sample{at: time.Since(r.start), replica: rp.name, start: starts,
+			goroutines: metricValue(body, "go_goroutines"), rss: metricValue(body, "process_resident_memory_bytes")})
+		r.mu.Unlock()
+	}
+}
+
+// finish stops the replicas and checks invariant 6 and the growth of goroutines and memory,
+// then prints the figures.
+func (r *runner) finish() {
+	r.sampleMetrics()
+	for _, rp := range r.replicas {
+		rp.stop(20 * time.Second)
+	}
+	// (6) the tokens never appear in any output or Event.
+	events := r.clusterEvents()
+	r.o.mu.Lock()
+	defer r.o.mu.Unlock()
+	for _, tok := range r.est.tokens {
+		for _, rp := range r.replicas {
+			if at := findToken(tok, rp.out.Bytes()); len(at) > 0 {
+				out := rp.out.Bytes()
+				r.o.violate(6, fmt.Sprintf("token found in the output of %s", rp.name), string(out[max(0, at[0]-200):min(len(out), at[0]+200)]))
+			}
+		}
+		if len(findToken(tok, events)) > 0 {
+			r.o.violate(6, "token found in an Event", "")
+		}
+	}
+	r.checkGrowth()
+}
+
+func (r *runner) clusterEvents() []byte {
+	var core corev1.EventList
+	var ev eventsv1.EventList
+	_ = r.kube.List(context.Background(), &core)
+	_ = r.kube.List(context.Background(), &ev)
+	b, _ := json.Marshal([]any{core, ev})
+	return b
+}
+
+// findToken returns where the token, either half of it, or its base64 appears in data.
+func findToken(token string, data []byte) []int {
+	half := len(token) / 2
+	var at []int
+	for _, needle := range []string{token, token[:half], token[half:], base64.StdEncoding.EncodeToString([]byte(token))} {
+		if i := bytes.Index(data, []byte(needle)); i >= 0 {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+// checkGrowth compares, for each incarnation of a replica that lived long enough, the
+// goroutines and RSS a minute after its start with its last sample.
+func (r *runner) checkGrowth() {
+	type span struct{ first, last *sample }
+	spans := map[string]*span{}
+	for i := range r.samples {
+		s := &r.samples[i]
+		k := fmt.Sprintf("%s#%d", s.replica, s.start)
+		sp := spans[k]
+		if sp == nil {
+			sp = &span{}
+			spans[k] = sp
+		}
+		if sp.first == nil {
+			sp.first = s
+		}
+		sp.last = s
+	}
+	for k, sp := range spans {
+		if sp.last.at-sp.first.at < 2*time.Minute {
+			continue
+		}
+		if sp.last.goroutines > 1.5*sp.first.goroutines+50 {
+			r.o.violate(6, fmt.Sprintf("%s: goroutines grew from %.0f to %.0f", k, sp.first.goroutines, sp.last.goroutines), "")
+		}
+		if sp.last.rss > 2*sp.first.rss+64<<20 {
+			r.o.violate(6, fmt.Sprintf("%s: RSS grew from %.0f MiB to %.0f MiB", k, sp.first.rss/(1<<20), sp.last.rss/(1<<20)), "")
+		}
+	}
+}
+
+func (r *runner) report() {
+	t := r.t
+	r.o.mu.Lock()
+	defer r.o.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]string, 0, len(r.counts))
+	for k := range r.counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak figures: seed %d, duration %s, %d steps, %d violations\n", r.sched.Seed, r.sched.Duration, len(r.sched.Steps), len(r.o.viol))
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-28s %d\n", k, r.counts[k])
+	}
+	var conv []string
+	slowest := time.Duration(0)
+	for _, c := range r.convergences {
+		conv = append(conv, c.Round(time.Millisecond).String())
+		slowest = max(slowest, c)
+	}
+	fmt.Fprintf(&b, "  convergence after the last fault or change, per quiet step: %s (slowest %s, bound %s)\n", strings.Join(conv, ", "), slowest.Round(time.Millisecond), convergeWithin)
+	fmt.Fprintf(&b, "  api proxy: %d requests, %d answered 429\n", r.api.requests.Load(), r.api.throttled.Load())
+	fmt.Fprintf(&b, "  webhook proxy connections: %d to replica-a, %d to replica-b\n", r.hook.conns[0].Load(), r.hook.conns[1].Load())
+	for _, rp := range r.replicas {
+		var first, last *sample
+		for i := range r.samples {
+			if r.samples[i].replica == rp.name {
+				if first == nil {
+					first = &r.samples[i]
+				}
+				last = &r.samples[i]
+			}
+		}
+		if first != nil {
+			fmt.Fprintf(&b, "  %s: %d starts; first sample goroutines %.0f RSS %.1f MiB; last (incarnation %d, +%s) goroutines %.0f RSS %.1f MiB\n",
+				rp.name, rp.starts, first.goroutines, first.rss/(1<<20), last.start, last.at.Round(time.Second), last.goroutines, last.rss/(1<<20))
+		}
+	}
+	for _, n := range r.o.notes {
+		fmt.Fprintf(&b, "  %s\n", n)
+	}
+	t.Log(b.String())
+	if f := os.Getenv("SOAK_REPORT"); f != "" {
+		_ = os.WriteFile(f, []byte(b.String()), 0o644)
+	}
+}
+
+// --- small helpers --------------------------------------------------------------------------
+
+func httpGet(url string) (int, []byte, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url) //nolint:gosec // loopback test endpoints
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	return resp.StatusCode, b, err
+}
+
+// metricValue returns the value of the first sample of an unlabelled (or singly labelled)
+// metric in a Prometheus text exposition; 0 when absent.
+func metricValue(text []byte, name string) float64 {
+	for _, line := range strings.Split(string(text), "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if strings.HasPrefix(rest, "{") {
+			end := strings.Index(rest, "}")
+			if end < 0 {
+				continue
+			}
+			rest = rest[end+1:]
+		} else if !strings.HasPrefix(rest, " ") {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err == nil {
+			return v
+		}
+	}
+	return 0
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// dump renders an object for a violation report.
+func dump(x any) string {
+	switch v := x.(type) {
+	case string:
+		return v
+	case nil:
+		return "<nil>"
+	case *corev1.Node:
+		if v == nil {
+			return "<nil Node>"
+		}
+		c := v.DeepCopy()
+		c.ManagedFields = nil
+		b, _ := json.MarshalIndent(map[string]any{"name": c.Name, "uid": c.UID, "rv": c.ResourceVersion, "providerID": c.Spec.ProviderID,
+			"labels": c.Labels, "annotations": c.Annotations, "taints": c.Spec.Taints, "ready": isReady(c), "addresses": c.Status.Addresses}, "  ", "  ")
+		return "  Node " + string(b)
+	}
+	b, _ := json.Marshal(x)
+	return string(b)
+}
+
+func fieldsEverything() fields.Selector { return fields.Everything() }
