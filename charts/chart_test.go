@@ -26,6 +26,9 @@ import (
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/cloudnode"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 )
@@ -612,21 +615,33 @@ func loadRenderedConfig(t *testing.T, o objects) *config.Config {
 	return cfg
 }
 
-// checkRBAC checks that the roles grant exactly what the binary needs, the Lease narrowed to
-// its name, bound to the pods' ServiceAccount.
+// checkRBAC checks that the roles grant exactly what the binary needs with the controllers it
+// runs (Node deletion for cloud-node-lifecycle, nodes/status for cloud-node, no Node access
+// for the webhook alone), the Lease narrowed to its name, bound to the pods' ServiceAccount.
+// test/e2e's TestChartRBACIsEnough runs the binary on these roles in each mode.
 func checkRBAC(t *testing.T, o objects) {
-	d, _ := deployment(t, o)
+	d, c := deployment(t, o)
 	sa := d.Spec.Template.Spec.ServiceAccountName
 	if o.find("ServiceAccount", sa) == nil {
 		t.Errorf("pods run as ServiceAccount %q, which is not rendered", sa)
 	}
+	controllers := strings.Split(mustFlag(t, c.Args, "controllers"), ",")
+	runs := func(name string) bool { return slices.Contains(controllers, "*") || slices.Contains(controllers, name) }
 	cr := decode[rbacv1.ClusterRole](t, o, "ClusterRole", chartName)
-	wantCluster := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	var wantCluster []rbacv1.PolicyRule
+	if runs(cloudnode.Name) || runs(lifecycle.Name) || runs(labelsync.Name) {
+		wantCluster = append(wantCluster, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}})
 	}
+	if runs(lifecycle.Name) {
+		wantCluster = append(wantCluster, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"delete"}})
+	}
+	if runs(cloudnode.Name) {
+		wantCluster = append(wantCluster, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}})
+	}
+	wantCluster = append(wantCluster,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	)
 	if !reflect.DeepEqual(cr.Rules, wantCluster) {
 		t.Errorf("ClusterRole rules:\n%s\nwant:\n%s", toYAML(t, cr.Rules), toYAML(t, wantCluster))
 	}
