@@ -399,6 +399,12 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path *field.Path) {
 			d.decode(n.Content[i+1], v.FieldByIndex(index), p)
 			continue
 		}
+		if k.ShortTag() == "!!merge" {
+			d.errs = append(d.errs, field.Invalid(p, field.OmitValueType{},
+				fmt.Sprintf("line %d: YAML merge keys (<<) are not supported: write the keys out", k.Line)))
+			d.unreadSecrets(n.Content[i+1], false)
+			continue
+		}
 		e := field.NotSupported[string](p, field.OmitValueType{}, nil)
 		e.Detail = fmt.Sprintf("line %d: unknown key", k.Line)
 		if hint := suggest(k.Value, known); hint != "" {

@@ -812,6 +812,28 @@ func TestClusters(t *testing.T) {
 	}
 }
 
+// TestMergeKey: a YAML merge key is named as such, not as an unknown key, and what it merges
+// is still searched for secrets.
+func TestMergeKey(t *testing.T) {
+	_, err := loadString(t, "defaults: &d {token: "+testToken+"}\n<<: *d\nurl: https://xoa.example.com\n", nil)
+	if err == nil {
+		t.Fatal("a merge key loaded")
+	}
+	probs := problemsOf(t, err)
+	var merge *field.Error
+	for _, p := range probs {
+		if p.Field == `"<<"` {
+			merge = p
+		}
+	}
+	if merge == nil || merge.Detail != "line 2: YAML merge keys (<<) are not supported: write the keys out" {
+		t.Errorf("problems %v, want one at \"<<\" saying merge keys are not supported", err)
+	}
+	if strings.Contains(err.Error(), testToken) {
+		t.Errorf("error leaks the token: %v", err)
+	}
+}
+
 func TestUnknownKeys(t *testing.T) {
 	tests := []struct {
 		file string

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -119,8 +120,23 @@ func NewOptions() *Options {
 		KubeAPIBurst:             1000,
 		Workers:                  64,
 		ShutdownDelay:            5 * time.Second,
+		// Expected errors (XO down, a revoked token) log one line each; a bug panics, with its
+		// stack. controller-runtime's default adds a stack trace to every error line.
+		Zap: zap.Options{StacktraceLevel: zapcore.PanicLevel},
 	}
 }
+
+// Description heads --help.
+const Description = `xenorchestra-cloud-controller-manager describes Kubernetes Nodes that run on Xen Orchestra VMs:
+a mutating admission webhook sets providerID, topology and instance-type labels at Node CREATE,
+and controllers lift the uninitialized taint, keep addresses and labels current, taint Nodes whose
+VM is shut down and delete Nodes whose VM is gone.
+
+Configuration file: docs/configuration.md; flags: docs/configuration.md#flags;
+troubleshooting: docs/troubleshooting.md.
+
+Flags:
+`
 
 // AddFlags binds the options to fs. --kubeconfig is controller-runtime's own flag.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
@@ -151,6 +167,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "On SIGTERM or SIGINT, how long to keep serving the webhook and running the controllers while /readyz fails, so that the API server stops routing admissions here before the process stops; a second signal exits at once. 0 stops at once.")
 	fs.BoolVar(&o.CheckConfig, "check-config", o.CheckConfig, "Load and validate the XO config (--config and the environment), print it with the token redacted, and exit; needs no cluster.")
 	o.Zap.BindFlags(fs)
+	// controller-runtime's help gives its own defaults, not the ones in effect here.
+	fs.Lookup("zap-time-encoding").Usage = "Time encoding of the log lines: 'epoch', 'millis', 'nano', 'iso8601', 'rfc3339' or 'rfc3339nano'. Default 'rfc3339'."
+	fs.Lookup("zap-stacktrace-level").Usage = "Level from which log lines carry a stack trace: 'info', 'error' or 'panic'. Default 'panic': an expected error (XO unreachable, a revoked token) is one line."
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), Description)
+		fs.PrintDefaults()
+	}
 }
 
 // Parse parses args with fs and refuses positional arguments. The flag package stops at the
@@ -223,7 +246,12 @@ func (o *Options) Validate() error {
 				errs = append(errs, errors.New("--webhook-cert-dir: required with --webhook-certs="+CertsDir))
 			}
 		case CertsSelfManaged:
-			if err := o.CertOptions().Validate(); err != nil {
+			co := o.CertOptions()
+			if ns, name, ok := strings.Cut(o.WebhookCASecret, "/"); !ok || ns == "" || name == "" {
+				errs = append(errs, fmt.Errorf("--webhook-ca-secret: %q: want namespace/name", o.WebhookCASecret))
+				co.Secret = types.NamespacedName{Namespace: "-", Name: "-"} // reported with the value given
+			}
+			if err := co.Validate(); err != nil {
 				errs = append(errs, fmt.Errorf("--webhook-certs=%s: %w", CertsSelfManaged, err))
 			}
 		default:
@@ -263,6 +291,20 @@ func (o *Options) Validate() error {
 // with env) as the command does at start-up.
 func (o *Options) LoadConfig(env func(string) string) (*config.Config, error) {
 	return config.Load(o.ConfigFile, env)
+}
+
+// Check is --check-config: it validates the flags as a pod runs them (in a cluster, where
+// the Lease's namespace defaults to the pod's) and the XO config, reports every problem of both,
+// and, when there is none, prints the effective configuration to w.
+func (o *Options) Check(env func(string) string, w io.Writer) error {
+	inPod := *o
+	inPod.OutOfCluster = false
+	flagErr := inPod.Validate()
+	cfg, err := o.LoadConfig(env)
+	if err = errors.Join(flagErr, err); err != nil {
+		return err
+	}
+	return PrintConfig(w, cfg)
 }
 
 // PrintConfig writes cfg's effective configuration to w as YAML, tokens redacted, then its

@@ -53,8 +53,9 @@ func TestOptionsValidate(t *testing.T) {
 		{args: []string{"--shutdown-delay=0"}},
 		{args: []string{"--shutdown-delay=1m"}},
 		{args: []string{"--webhook-certs=vault"}, want: []string{`--webhook-certs: "vault" is neither dir nor self-managed`}},
-		{args: []string{"--webhook-certs=self-managed"}, want: []string{"CA Secret", "no DNS name", "no MutatingWebhookConfiguration"}},
-		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ca", "--webhook-dns-names=svc", "--webhook-configuration=c"}, want: []string{"want namespace/name"}},
+		{args: []string{"--webhook-certs=self-managed"}, want: []string{`--webhook-ca-secret: "": want namespace/name`, "no DNS name", "no MutatingWebhookConfiguration"}},
+		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=noslash", "--webhook-dns-names=svc", "--webhook-configuration=c"}, want: []string{`--webhook-ca-secret: "noslash": want namespace/name`}},
+		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ns/", "--webhook-dns-names=svc", "--webhook-configuration=c"}, want: []string{`--webhook-ca-secret: "ns/": want namespace/name`}},
 		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ns/ca", "--webhook-dns-names=svc", "--webhook-configuration=c", "--webhook-cert-duration=9000h"},
 			want: []string{"want 0 < certificate lifetime (9000h0m0s) < CA lifetime (8760h0m0s)"}},
 		{args: []string{"--webhook-certs=self-managed", "--webhook-ca-secret=ns/ca", "--webhook-dns-names=svc.ns.svc, svc", "--webhook-configuration=c"}},
@@ -284,6 +285,13 @@ func TestOptionsCommandLine(t *testing.T) {
 		"then the kubeconfig":            {args: []string{"--config=" + good, "--leader-elect=false"}, wantCode: 1, wantStderr: "error: kubeconfig"},
 		"check-config":                   {args: []string{"--config=" + good, "--check-config"}, wantStdout: "token: " + config.Redacted},
 		"check-config, bad config":       {args: []string{"--config=" + bad, "--check-config"}, wantCode: 1, wantStderr: "username"},
+		"check-config, bad flags": {args: []string{"--config=" + good, "--check-config", "--workers=0", "--controllers=bogus", "--kube-api-qps=-1"},
+			wantCode: 1, wantStderr: "error: --controllers: unknown controller \"bogus\" (known: cloud-node, cloud-node-lifecycle, cloud-node-label-sync, or *)\n" +
+				"--kube-api-qps: -1 must be a positive finite number\n--workers: 0 must be in [1, 1024]\n"},
+		"check-config, bad flags and config": {args: []string{"--config=" + bad, "--check-config", "--leader-elect-lease-duration=1s"},
+			wantCode: 1, wantStderr: "--leader-elect-*: want 0 < retry-period (2s) < renew-deadline (10s) < lease-duration (1s)\nconfig " + bad},
+		// As a pod runs it: the Lease's namespace is the pod's.
+		"check-config out of cluster": {args: []string{"--config=" + good, "--check-config"}, inCluster: true, wantStdout: "token: " + config.Redacted},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

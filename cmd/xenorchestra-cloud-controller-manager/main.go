@@ -46,11 +46,7 @@ func main() {
 	// What can be checked without a cluster comes first, flags then the XO config, so that a
 	// mistake there is reported plainly before any attempt to find a kubeconfig.
 	if o.CheckConfig {
-		cfg, err := o.LoadConfig(os.Getenv)
-		if err == nil {
-			err = app.PrintConfig(os.Stdout, cfg)
-		}
-		if err != nil {
+		if err := o.Check(os.Getenv, os.Stdout); err != nil {
 			exit(err)
 		}
 		return

@@ -290,6 +290,19 @@ func testTokenFileAndBadTLS(t *testing.T, kubeconfig string, env *testenv.Env) {
 	if !bytes.Contains(tf.out.Bytes(), []byte("HTTP 401")) {
 		t.Errorf("token-file: the log never mentions the 401")
 	}
+	// Expected failures are one line each, with what is kept and the next retry: no stack
+	// trace, and no age of an inventory there never was.
+	if !regexp.MustCompile(`XO relist failed\t\{"server": "[^"]+", "keeping": "nothing: XO has not been listed yet", "retryIn": "\d+s", "error": "relist `).Match(bad.out.Bytes()) {
+		t.Errorf("unverifiable-xo: no one-line relist failure saying nothing is kept:\n%s", tail(bad.out.Bytes(), 2000))
+	}
+	// The processes run with --zap-devel (console lines): a stack trace is a frame's file on a
+	// line of its own.
+	frame := regexp.MustCompile(`\n\t/\S+\.go:\d+\n`)
+	for _, p := range []*ccmProcess{tf, bad} {
+		if loc := frame.FindIndex(p.out.Bytes()); loc != nil {
+			t.Errorf("%s: an expected failure logged a stack trace: %s", p.name, tail(p.out.Bytes()[:loc[1]], 600))
+		}
+	}
 }
 
 // testInvalidConfig runs the binary on invalid configurations: each must exit non-zero before

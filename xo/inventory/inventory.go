@@ -244,7 +244,7 @@ func (i *Inventory) relistLoop(ctx context.Context) {
 		var wait time.Duration
 		switch {
 		case failures > 0:
-			wait = min(time.Second<<min(failures-1, 6), i.opts.PollPeriod)
+			wait = i.relistRetry(failures)
 		case i.streaming.Load():
 			wait = i.opts.ResyncPeriod
 		default:
@@ -272,10 +272,26 @@ func (i *Inventory) relistLoop(ctx context.Context) {
 				return
 			}
 			failures++
+			i.logRelistFailure(err, i.relistRetry(failures))
 			continue
 		}
 		failures = 0
 	}
+}
+
+// relistRetry is the wait before the next relist after failures failed ones in a row.
+func (i *Inventory) relistRetry(failures int) time.Duration {
+	return min(time.Second<<min(failures-1, 6), i.opts.PollPeriod)
+}
+
+// logRelistFailure logs a failed relist in one line: the cause, what the inventory keeps (the
+// last listing and its age, or nothing yet) and when the next attempt is.
+func (i *Inventory) logRelistFailure(err error, retryIn time.Duration) {
+	kept := "nothing: XO has not been listed yet"
+	if at := i.Snapshot().listedAt; !at.IsZero() {
+		kept = "the listing of " + i.opts.Clock.Since(at).Round(time.Second).String() + " ago"
+	}
+	i.log.Error(err, "XO relist failed", "keeping", kept, "retryIn", retryIn)
 }
 
 // streamLoop keeps XO's event stream open, falling back to relists when the server has none.
@@ -370,7 +386,6 @@ func (i *Inventory) Relist(ctx context.Context) error {
 		i.mu.Unlock()
 		i.lastErr.Store(&errBox{err})
 		i.metrics.relists.WithLabelValues(i.opts.Name, "error").Inc()
-		i.log.Error(err, "XO relist failed; keeping the previous inventory", "age", i.opts.Clock.Since(i.Snapshot().listedAt).Round(time.Second).String())
 		return fmt.Errorf("relist %s: %w", i.opts.Name, err)
 	}
 
