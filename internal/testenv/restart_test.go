@@ -23,8 +23,8 @@ func TestRestartAPIServer(t *testing.T) {
 	if err := env.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.RestartAPIServer(100 * time.Millisecond); err != nil {
-		t.Fatal(err)
+	if stopErr, err := env.RestartAPIServer(100 * time.Millisecond); err != nil || stopErr != nil {
+		t.Fatalf("restart: %v (stop: %v)", err, stopErr)
 	}
 	var got corev1.Namespace
 	if err := env.Client.Get(ctx, types.NamespacedName{Name: ns.Name}, &got); err != nil {
@@ -35,7 +35,7 @@ func TestRestartAPIServer(t *testing.T) {
 	}
 
 	plain := StartTest(t, Options{})
-	if err := plain.RestartAPIServer(0); err == nil {
+	if _, err := plain.RestartAPIServer(0); err == nil {
 		t.Error("RestartAPIServer without APIServerCertDir: no error")
 	}
 }

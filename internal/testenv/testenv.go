@@ -11,6 +11,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +94,11 @@ func Start(o Options) (*Env, error) {
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.CertDir = o.APIServerCertDir
+	if o.APIServerCertDir != "" {
+		// RestartAPIServer kills a kube-apiserver still draining after this, rather than
+		// envtest's 20 s: the tests restart it to see clients survive, not to time its drain.
+		api.StopTimeout = restartStopTimeout
+	}
 	for k, vs := range o.APIServerArgs {
 		api.Configure().Set(k, vs...)
 	}
@@ -124,21 +130,36 @@ func Start(o Options) (*Env, error) {
 	return &Env{Environment: env, Config: cfg, Client: c, stableCerts: o.APIServerCertDir != ""}, nil
 }
 
+// restartStopTimeout bounds the graceful stop of a kube-apiserver that RestartAPIServer may
+// restart; after it the process is killed.
+const restartStopTimeout = 3 * time.Second
+
 // RestartAPIServer stops kube-apiserver (SIGTERM, as a rolling restart of the control plane
 // does) and starts it again on the same port and etcd, with the same certificates. It needs
 // Options.APIServerCertDir: without it envtest would make new certificates and users, and no
-// client configuration would survive. down is how long it stays stopped.
-func (e *Env) RestartAPIServer(down time.Duration) error {
+// client configuration would survive. down is how long it stays stopped. A kube-apiserver
+// still draining requests 3 s after SIGTERM is killed (envtest's way past its stop timeout),
+// as a crashed one; the restart then waits for its port to be free. It returns how the stop went (stopErr, nil for
+// a clean stop) apart from whether the restart worked (err).
+func (e *Env) RestartAPIServer(down time.Duration) (stopErr, err error) {
 	api := e.ControlPlane.GetAPIServer()
 	if api.CertDir == "" || !e.stableCerts {
-		return errors.New("restart kube-apiserver: Options.APIServerCertDir is not set")
+		return nil, errors.New("restart kube-apiserver: Options.APIServerCertDir is not set")
 	}
-	if err := api.Stop(); err != nil {
-		return fmt.Errorf("stop kube-apiserver: %w", err)
+	if stopErr = api.Stop(); stopErr != nil {
+		// Killed: wait for the port to refuse connections.
+		addr := net.JoinHostPort(api.SecureServing.Address, api.SecureServing.Port)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+			if err != nil {
+				break
+			}
+			_ = c.Close()
+		}
 	}
 	time.Sleep(down)
 	if err := api.Start(); err != nil {
-		return fmt.Errorf("start kube-apiserver again: %w", err)
+		return stopErr, fmt.Errorf("start kube-apiserver again: %w", err)
 	}
-	return nil
+	return stopErr, nil
 }

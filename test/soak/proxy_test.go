@@ -33,15 +33,20 @@ type webhookProxy struct {
 	wg      sync.WaitGroup
 }
 
-func newWebhookProxy(targets []string) (*webhookProxy, error) {
+// newWebhookProxy listens at once (before the replicas' ports are drawn, so that none is
+// drawn twice) and serves once start gives it the targets.
+func newWebhookProxy() (*webhookProxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &webhookProxy{l: l, targets: targets, conns: make([]atomic.Int64, len(targets)), maxLife: 2 * time.Second}
+	return &webhookProxy{l: l, maxLife: 2 * time.Second}, nil
+}
+
+func (p *webhookProxy) start(targets []string) {
+	p.targets, p.conns = targets, make([]atomic.Int64, len(targets))
 	p.wg.Add(1)
 	go p.serve()
-	return p, nil
 }
 
 func (p *webhookProxy) port() int { return p.l.Addr().(*net.TCPAddr).Port }
@@ -49,6 +54,14 @@ func (p *webhookProxy) port() int { return p.l.Addr().(*net.TCPAddr).Port }
 func (p *webhookProxy) close() {
 	_ = p.l.Close()
 	p.wg.Wait()
+}
+
+// connsTo returns how many connections went to target i.
+func (p *webhookProxy) connsTo(i int) int64 {
+	if i >= len(p.conns) {
+		return 0
+	}
+	return p.conns[i].Load()
 }
 
 func (p *webhookProxy) serve() {

@@ -188,6 +188,7 @@ type gen struct {
 	nextIP   int
 	ciMode   bool
 	killBusy time.Duration // no kill before this offset (a killed replica restarts first)
+	apiBusy  time.Duration // no kube-apiserver restart before this offset (one a minute at most)
 }
 
 // Schedule is the generated run: the initial estate (VMs and the Nodes registered before the
@@ -291,6 +292,12 @@ func (g *gen) newVM(p int) int {
 		ip: fmt.Sprintf("10.%d.%d.%d", 40+p, g.nextIP/200, 1+g.nextIP%200), uefi: g.r.IntN(2) == 0, exists: true,
 	}
 	v.tags = g.randomTags()
+	if !poolDefs[p].inScope && g.r.IntN(2) == 0 {
+		// The pool outside the scope misbehaves: a twin of a VM in scope, by name.
+		if tw := pick(g.r, g.vms, func(o *genVM) bool { return o.exists && poolDefs[o.pool].inScope }); tw >= 0 {
+			v.name = g.vms[tw].name
+		}
+	}
 	g.vms = append(g.vms, v)
 	return idx
 }
@@ -745,7 +752,8 @@ func (g *gen) kubeFault(at time.Duration) {
 			g.add(Step{At: at, Kind: actAPI429, N: 30 + g.r.IntN(60)}) // percent of requests refused
 		}
 	case x < 87:
-		if g.startFault(actAPIRestart, 0, 0, at, g.dur(1000, 5000)) {
+		if at >= g.apiBusy && g.startFault(actAPIRestart, 0, 0, at, g.dur(1000, 5000)) {
+			g.apiBusy = at + time.Minute
 			g.add(Step{At: at, Kind: actAPIRestart})
 		}
 	default:
