@@ -97,7 +97,8 @@ func Start(o Options) (*Env, error) {
 	if o.APIServerCertDir != "" {
 		// RestartAPIServer kills a kube-apiserver still draining after this, rather than
 		// envtest's 20 s: the tests restart it to see clients survive, not to time its drain.
-		api.StopTimeout = restartStopTimeout
+		// (envtest copies this into each component's stop timeout at Start.)
+		env.ControlPlaneStopTimeout = restartStopTimeout
 	}
 	for k, vs := range o.APIServerArgs {
 		api.Configure().Set(k, vs...)

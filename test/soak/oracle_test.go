@@ -60,6 +60,19 @@ type nodeRec struct {
 	byTest    map[string]bool // UIDs the test deleted
 	lastSeen  *corev1.Node
 	createdAt time.Time
+	// notReadySince and providerSeenAt are when the watch first showed the Node NotReady
+	// (zero while Ready) and with a providerID: with its VM gone, the Node is deletable from
+	// the last of the three.
+	notReadySince  time.Time
+	providerSeenAt time.Time
+	lateReported   bool
+}
+
+// deletion is a Node the controller deleted, and how long after it became deletable.
+type deletion struct {
+	node      string
+	latency   time.Duration
+	faultFree bool // no fault at all between deletable and deleted
 }
 
 // Violation is a broken invariant.
@@ -71,21 +84,25 @@ type Violation struct {
 }
 
 type oracle struct {
-	mu       sync.Mutex
-	start    time.Time
-	window   time.Duration // settleTime + tolerance
-	hist     map[string][]histEntry
-	nodes    map[string]*nodeRec
-	viol     []Violation
-	onViol   func(Violation)
-	notes    []string
-	vmPools  map[string]map[string]bool // every pool a VM was ever in
-	scopeVMs func() []vmState           // the current truth of the VMs in scope (for uniqueness)
+	mu     sync.Mutex
+	start  time.Time
+	window time.Duration // settleTime + tolerance
+	hist   map[string][]histEntry
+	nodes  map[string]*nodeRec
+	viol   []Violation
+	onViol func(Violation)
+	notes  []string
+	// faults: open fault windows (key → since) and closed ones.
+	openFaults map[string]time.Time
+	faultWins  [][2]time.Time
+	deletions  []deletion
+	vmPools    map[string]map[string]bool // every pool a VM was ever in
+	scopeVMs   func() []vmState           // the current truth of the VMs in scope (for uniqueness)
 }
 
 func newOracle(window time.Duration) *oracle {
 	return &oracle{start: time.Now(), window: window, hist: map[string][]histEntry{},
-		nodes: map[string]*nodeRec{}, vmPools: map[string]map[string]bool{}}
+		nodes: map[string]*nodeRec{}, vmPools: map[string]map[string]bool{}, openFaults: map[string]time.Time{}}
 }
 
 func (o *oracle) violate(inv int, what string, objs ...any) {
@@ -216,6 +233,14 @@ func (o *oracle) observe(old, n *corev1.Node) {
 	}
 	rec.lastSeen = n.DeepCopy()
 	now := time.Now()
+	if isReady(n) {
+		rec.notReadySince = time.Time{}
+	} else if rec.notReadySince.IsZero() {
+		rec.notReadySince = now
+	}
+	if n.Spec.ProviderID != "" && rec.providerSeenAt.IsZero() {
+		rec.providerSeenAt = now
+	}
 	if rec.kind == kindIgnored || rec.kind == kindIgnoredSel || rec.kind == kindForeign {
 		o.checkUntouched(rec, n)
 		return
@@ -414,7 +439,92 @@ func (o *oracle) deleted(n *corev1.Node, vmExists func(id string) bool) {
 	if isReady(n) {
 		o.violate(1, fmt.Sprintf("Node %s deleted while Ready", n.Name), n)
 	}
+	if rec.uid == string(n.UID) {
+		if at := o.deletable(rec); !at.IsZero() {
+			now := time.Now()
+			d := deletion{node: n.Name, latency: now.Sub(at), faultFree: o.faultFree(at, now)}
+			o.deletions = append(o.deletions, d)
+		}
+	}
 	o.notes = append(o.notes, fmt.Sprintf("%s Node %s deleted by the controller (VM %s gone)", time.Now().Format("15:04:05.000"), n.Name, rec.vm))
+}
+
+// deletable returns since when the Node may be deleted (its VM gone as XO shows it, the Node
+// NotReady and with a providerID), zero when it may not.
+func (o *oracle) deletable(rec *nodeRec) time.Time {
+	h := o.hist[rec.vm]
+	if len(h) == 0 || h[len(h)-1].st.exists || h[len(h)-1].visibleAt.IsZero() || rec.notReadySince.IsZero() || rec.providerSeenAt.IsZero() {
+		return time.Time{}
+	}
+	at := h[len(h)-1].visibleAt
+	for _, t := range []time.Time{rec.notReadySince, rec.providerSeenAt} {
+		if t.After(at) {
+			at = t
+		}
+	}
+	return at
+}
+
+// faultOn opens a fault window; faultOff closes it after tail (the time its effects last:
+// a leader's Lease, a replica's start).
+func (o *oracle) faultOn(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.openFaults[key]; !ok {
+		o.openFaults[key] = time.Now()
+	}
+}
+
+func (o *oracle) faultOff(key string, tail time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if since, ok := o.openFaults[key]; ok {
+		delete(o.openFaults, key)
+		o.faultWins = append(o.faultWins, [2]time.Time{since, time.Now().Add(tail)})
+	}
+}
+
+// faultBlip records an instant fault whose effects last d.
+func (o *oracle) faultBlip(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	o.faultWins = append(o.faultWins, [2]time.Time{now, now.Add(d)})
+}
+
+// faultFree reports whether no fault window overlaps [a, b].
+func (o *oracle) faultFree(a, b time.Time) bool {
+	for _, since := range o.openFaults {
+		if since.Before(b) {
+			return false
+		}
+	}
+	for _, w := range o.faultWins {
+		if w[0].Before(b) && w[1].After(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLate reports (invariant 5) the Nodes deletable for more than bound, all of it free of
+// faults, and still there.
+func (o *oracle) checkLate(bound time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	for _, rec := range o.nodes {
+		if !rec.exists || rec.lateReported || rec.lastSeen == nil || rec.uid != string(rec.lastSeen.UID) {
+			continue
+		}
+		at := o.deletable(rec)
+		if at.IsZero() || now.Sub(at) <= bound || !o.faultFree(at, now) {
+			continue
+		}
+		rec.lateReported = true
+		o.violate(5, fmt.Sprintf("Node %s: VM %s gone and the Node NotReady for %s without any fault, and not deleted (bound %s)",
+			rec.name, rec.vm, now.Sub(at).Round(time.Millisecond), bound), rec.lastSeen, o.histDump(rec.vm))
+	}
 }
 
 func isReady(n *corev1.Node) bool {

@@ -110,3 +110,26 @@ func TestOracle(t *testing.T) {
 		t.Errorf("the test's own deletion: %+v", o.viol)
 	}
 }
+
+// TestOracleLateDeletion: a Node deletable for longer than the bound with no fault meanwhile is
+// a violation; with a fault in the window it is not.
+func TestOracleLateDeletion(t *testing.T) {
+	const vm = "11111111-1111-4111-8111-111111111111"
+	for _, withFault := range []bool{false, true} {
+		o := newOracle(time.Second)
+		o.record(vm, vmState{exists: true, pool: "p"}, true)
+		o.record(vm, vmState{}, true)
+		long := time.Now().Add(-time.Minute)
+		o.hist[vm][1].at, o.hist[vm][1].visibleAt = long, long
+		n := testenv.KubeletNode("n1", testenv.WithReady(false))
+		n.UID = "u1"
+		o.nodes["n1"] = &nodeRec{name: "n1", vm: vm, uid: "u1", exists: true, lastSeen: n, notReadySince: long, providerSeenAt: long}
+		if withFault {
+			o.faultOn("xo")
+		}
+		o.checkLate(10 * time.Second)
+		if got := len(o.viol) > 0; got == withFault {
+			t.Errorf("with a fault %v: violations %+v", withFault, o.viol)
+		}
+	}
+}

@@ -450,7 +450,7 @@ func (g *gen) step(at, quiet time.Duration) {
 		}
 	default:
 		if room > 40*time.Second {
-			g.kubeFault(at)
+			g.kubeFault(at, room)
 		} else {
 			g.nodeChurn(at)
 		}
@@ -728,7 +728,13 @@ func (g *gen) busyServer(s int) bool {
 	return false
 }
 
-func (g *gen) kubeFault(at time.Duration) {
+// apiQuiet: the API server's own faults (429s, restarts) stop this long before a quiet step.
+// After them a replica's watches come back only after client-go's reflector backoff (800 ms
+// doubling to 30 s, with jitter up to twice that): a soak run found a Node watch down for 49 s
+// after a restart and 429s, which no bound of settleTime + 10 s can cover.
+const apiQuiet = 90 * time.Second
+
+func (g *gen) kubeFault(at, room time.Duration) {
 	x := g.r.IntN(100)
 	switch {
 	case x < 30:
@@ -748,11 +754,11 @@ func (g *gen) kubeFault(at time.Duration) {
 			}
 		}
 	case x < 72:
-		if g.startFault(actAPI429, 0, 0, at, g.dur(2000, 10000)) {
+		if room > apiQuiet && g.startFault(actAPI429, 0, 0, at, g.dur(2000, 10000)) {
 			g.add(Step{At: at, Kind: actAPI429, N: 30 + g.r.IntN(60)}) // percent of requests refused
 		}
 	case x < 87:
-		if at >= g.apiBusy && g.startFault(actAPIRestart, 0, 0, at, g.dur(1000, 5000)) {
+		if room > apiQuiet && at >= g.apiBusy && g.startFault(actAPIRestart, 0, 0, at, g.dur(1000, 5000)) {
 			g.apiBusy = at + time.Minute
 			g.add(Step{At: at, Kind: actAPIRestart})
 		}

@@ -113,6 +113,10 @@ type runner struct {
 	samples  []sample
 	// logDir holds the replicas' output and steps.log, the steps executed.
 	logDir string
+	// watchGaps are the Node watch outages of the replicas (nodeWatchGaps).
+	watchGaps []time.Duration
+	// apiBack is closed once the proxy is back after a restart.
+	apiBack chan struct{}
 	// apiRestart receives the end of a kube-apiserver restart under way.
 	apiRestart chan error
 	// convergences are the times to convergence after each quiet step (invariant 5).
@@ -286,6 +290,7 @@ users:
 	for _, rp := range r.replicas {
 		rp.onExit = func(rp *replica, err error) {
 			r.note("%s exited on its own (%v): restarted in 1 s, as the kubelet would", rp.name, err)
+			r.o.faultBlip(10 * time.Second)
 			r.mu.Lock()
 			r.counts["replica-exit "+rp.name]++
 			r.mu.Unlock()
@@ -593,9 +598,43 @@ func (r *runner) leader() (lead, other *replica) {
 
 func (r *runner) xoFaultKey(s Step) string { return fmt.Sprintf("%s/%d", s.Kind, s.Server) }
 
+// markFault records the fault windows in the oracle, for invariant 5's continuous check: a
+// deletion is only due within the bound when nothing at all went wrong meanwhile. The tails
+// are how long a fault's effects outlast it (backoff after an XO error, a Lease to expire).
+func (r *runner) markFault(s Step) {
+	key := fmt.Sprintf("%s/%d/%d", s.Kind, s.Server, s.Pool)
+	onOff := func(tail time.Duration) {
+		if s.End {
+			r.o.faultOff(key, tail)
+		} else {
+			r.o.faultOn(key)
+		}
+	}
+	switch s.Kind {
+	case actXO5xx, actXOHang, actXORefuse, actXO401:
+		onOff(5 * time.Second)
+	case actServerDisable, actServerRemove:
+		key = fmt.Sprintf("pool/%d", s.Pool)
+		onOff(0)
+	case actPoolDrop:
+		r.o.faultOn(fmt.Sprintf("pool/%d", s.Pool))
+	case actPoolReconnect:
+		r.o.faultOff(fmt.Sprintf("pool/%d", s.Pool), 0)
+	case actKillLeader, actKillOther:
+		onOff(10 * time.Second)
+	case actAPI429, actAPIRestart:
+		onOff(5 * time.Second)
+	case actXOStreamCut, actXOTruncate:
+		r.o.faultBlip(5 * time.Second)
+	case actCARotate:
+		r.o.faultBlip(10 * time.Second)
+	}
+}
+
 // exec runs one step.
 func (r *runner) exec(s Step) {
 	ctx := context.Background()
+	r.markFault(s)
 	x := r.est.xos[s.Server]
 	var err error
 	switch s.Kind {
@@ -741,11 +780,29 @@ func (r *runner) exec(s Step) {
 		// the binaries' connections meanwhile, as a stopped API server does, instead of
 		// answering 502 for it.
 		if s.End {
-			err = r.waitAPIRestart()
-			if e := r.api.comeBack(); e != nil {
-				err = e
-			}
+			// The proxy comes back once kube-apiserver is up again, without holding up the
+			// schedule.
+			restart := r.apiRestart
+			r.apiRestart = nil
+			r.apiBack = make(chan struct{})
+			back := r.apiBack
+			go func() {
+				defer close(back)
+				if restart != nil {
+					select {
+					case <-restart:
+					case <-time.After(2 * time.Minute):
+						r.t.Errorf("kube-apiserver did not come back within 2 minutes")
+					}
+				}
+				if err := r.api.comeBack(); err != nil {
+					r.t.Errorf("API proxy back: %v", err)
+				}
+			}()
 			break
+		}
+		if r.apiBack != nil {
+			<-r.apiBack // the previous restart is over
 		}
 		r.api.goAway()
 		done := make(chan error, 1)
@@ -813,6 +870,20 @@ func (r *runner) run() {
 				return
 			case <-tick.C:
 				r.sampleMetrics()
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				r.o.checkLate(convergeWithin)
 			}
 		}
 	}()
@@ -890,6 +961,9 @@ func (r *runner) converge() {
 	r.api.setThrottle(0)
 	if err := r.waitAPIRestart(); err != nil {
 		t.Errorf("kube-apiserver restart: %v", err)
+	}
+	if r.apiBack != nil {
+		<-r.apiBack
 	}
 	_ = r.api.comeBack()
 	var last string
@@ -1067,6 +1141,43 @@ func (r *runner) finish() {
 		}
 	}
 	r.checkGrowth()
+	r.watchGaps = nodeWatchGaps(r.replicas)
+}
+
+// nodeWatchGaps reads, in the replicas' logs, how long each Node watch stayed down: from a
+// "Watch closed" or "Failed to watch" of *v1.Node to the next "Listing and watching" of it
+// (client-go's reflector waits its backoff in between). Seconds, as the log's timestamps.
+func nodeWatchGaps(rs []*replica) []time.Duration {
+	var gaps []time.Duration
+	for _, rp := range rs {
+		var down time.Time
+		for _, line := range strings.Split(string(rp.out.Bytes()), "\n") {
+			if strings.HasPrefix(line, "===== ") {
+				down = time.Time{} // a new incarnation
+				continue
+			}
+			if !strings.Contains(line, `"type": "*v1.Node"`) && !strings.Contains(line, "*v1.Node:") {
+				continue
+			}
+			ts, err := time.Parse(time.RFC3339, strings.SplitN(line, "\t", 2)[0])
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.Contains(line, "Watch closed") || strings.Contains(line, "Failed to watch"):
+				if down.IsZero() {
+					down = ts
+				}
+			case strings.Contains(line, "Listing and watching") && !down.IsZero():
+				gaps = append(gaps, ts.Sub(down))
+				down = time.Time{}
+			case strings.Contains(line, "====="):
+				down = time.Time{}
+			}
+		}
+	}
+	slices.Sort(gaps)
+	return gaps
 }
 
 // writeSteps writes the steps executed, with the notes, to steps.log.
@@ -1151,6 +1262,22 @@ func (r *runner) report() {
 		slowest = max(slowest, c)
 	}
 	fmt.Fprintf(&b, "  convergence after the last fault or change, per quiet step: %s (slowest %s, bound %s)\n", strings.Join(conv, ", "), slowest.Round(time.Millisecond), convergeWithin)
+	var lat []time.Duration
+	var maxFree time.Duration
+	for _, d := range r.o.deletions {
+		lat = append(lat, d.latency)
+		if d.faultFree {
+			maxFree = max(maxFree, d.latency)
+		}
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		fmt.Fprintf(&b, "  Nodes deleted by the controller: %d; time from deletable (VM gone as XO shows it, NotReady, providerID) to deleted: median %s, max %s; max with no fault meanwhile %s\n",
+			len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond), maxFree.Round(time.Millisecond))
+	}
+	if g := r.watchGaps; len(g) > 0 {
+		fmt.Fprintf(&b, "  Node watch outages of the replicas (client-go reflector backoff after API faults): %d, median %s, max %s\n", len(g), g[len(g)/2], g[len(g)-1])
+	}
 	fmt.Fprintf(&b, "  api proxy: %d requests, %d answered 429\n", r.api.requests.Load(), r.api.throttled.Load())
 	fmt.Fprintf(&b, "  webhook proxy connections: %d to replica-a, %d to replica-b\n", r.hook.connsTo(0), r.hook.connsTo(1))
 	for _, rp := range r.replicas {
@@ -1168,8 +1295,8 @@ func (r *runner) report() {
 				rp.name, rp.starts, first.goroutines, first.rss/(1<<20), last.start, last.at.Round(time.Second), last.goroutines, last.rss/(1<<20))
 		}
 	}
-	for _, n := range r.o.notes {
-		fmt.Fprintf(&b, "  %s\n", n)
+	for _, d := range r.o.deletions {
+		fmt.Fprintf(&b, "  deleted %s %s after it was deletable (no fault meanwhile: %v)\n", d.node, d.latency.Round(time.Millisecond), d.faultFree)
 	}
 	t.Log(b.String())
 	if f := os.Getenv("SOAK_REPORT"); f != "" {
