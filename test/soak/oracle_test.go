@@ -73,6 +73,9 @@ type deletion struct {
 	node      string
 	latency   time.Duration
 	faultFree bool // no fault at all between deletable and deleted
+	// afterReconnect: the VM went while XO did not hold its pool; the Node became deletable
+	// when the pool came back.
+	afterReconnect bool
 }
 
 // Violation is a broken invariant.
@@ -443,6 +446,10 @@ func (o *oracle) deleted(n *corev1.Node, vmExists func(id string) bool) {
 		if at := o.deletable(rec); !at.IsZero() {
 			now := time.Now()
 			d := deletion{node: n.Name, latency: now.Sub(at), faultFree: o.faultFree(at, now)}
+			if h := o.hist[rec.vm]; len(h) > 0 {
+				gone := h[len(h)-1]
+				d.afterReconnect = gone.visibleAt.Sub(gone.at) > 100*time.Millisecond && !gone.visibleAt.Before(at)
+			}
 			o.deletions = append(o.deletions, d)
 		}
 	}

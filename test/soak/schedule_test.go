@@ -188,6 +188,7 @@ type gen struct {
 	nextIP   int
 	ciMode   bool
 	killBusy time.Duration // no kill before this offset (a killed replica restarts first)
+	load     time.Duration // the longest time XO takes to load a pool's VMs (poolLoad)
 	apiBusy  time.Duration // no kube-apiserver restart before this offset (one a minute at most)
 }
 
@@ -196,6 +197,7 @@ type gen struct {
 type Schedule struct {
 	Seed     uint64
 	Duration time.Duration
+	PoolLoad time.Duration
 	Quiet    time.Duration // offset of the quiet step
 	VMs      []*genVM      // every VM the run will ever have (ids and initial state of the first ones)
 	Initial  int           // VMs[:Initial] exist at the start
@@ -225,9 +227,17 @@ const (
 	resumeAfter     = 30 * time.Second
 )
 
-// Generate builds the schedule of a run of duration d from seed.
-func Generate(seed uint64, d time.Duration) *Schedule {
-	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed5eed)), active: map[string]time.Duration{}, hosts: hostDefs()}
+// defaultPoolLoad is the longest time the simulated XO takes, in a staged reconnection, from
+// showing a pool object to holding all of its VMs. It stays under settleTime: the controller
+// trusts a pool's absences one settle time after XO shows the pool again (issue 24's fix), so
+// settleTime must exceed XO's load time, and the soak keeps to that. SOAK_POOL_LOAD changes it:
+// 5s (with settleTime 3 s) makes the controller delete Nodes whose VMs XO had not loaded yet.
+const defaultPoolLoad = 2 * time.Second
+
+// Generate builds the schedule of a run of duration d from seed; poolLoad bounds XO's loading
+// of a reconnected pool (defaultPoolLoad).
+func Generate(seed uint64, d, poolLoad time.Duration) *Schedule {
+	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed5eed)), active: map[string]time.Duration{}, hosts: hostDefs(), load: poolLoad}
 	g.pools = make([]string, len(poolDefs))
 	for i := range g.pools {
 		g.pools[i] = poolConnected
@@ -277,7 +287,7 @@ func Generate(seed uint64, d time.Duration) *Schedule {
 	for i := range g.steps {
 		g.steps[i].Seq = i + 1
 	}
-	return &Schedule{Seed: seed, Duration: d, Quiet: quiet, VMs: g.vms, Initial: initial, Nodes: g.nodes, InitialN: initialN, Steps: g.steps}
+	return &Schedule{Seed: seed, Duration: d, PoolLoad: poolLoad, Quiet: quiet, VMs: g.vms, Initial: initial, Nodes: g.nodes, InitialN: initialN, Steps: g.steps}
 }
 
 func (g *gen) add(s Step) { g.steps = append(g.steps, s) }
@@ -398,15 +408,24 @@ func (g *gen) endFaultsBefore(at time.Duration) {
 		case actPoolDrop:
 			// Reconnect in stages as XO does: server connected, then pool and hosts, then
 			// the VMs a few at a time, each a fraction of a second apart.
+			// The VMs load within g.load of the pool object showing (see poolLoad).
 			t := end
 			g.add(Step{At: t, Kind: actPoolBegin, Pool: pool})
 			t += time.Duration(300+g.r.IntN(1500)) * time.Millisecond
 			g.add(Step{At: t, Kind: actPoolReveal, Pool: pool})
-			for range 2 + g.r.IntN(3) {
-				t += time.Duration(200+g.r.IntN(800)) * time.Millisecond
+			load := g.load * time.Duration(30+g.r.IntN(71)) / 100
+			n := 2 + g.r.IntN(3)
+			weights := make([]int, n+1)
+			sum := 0
+			for i := range weights {
+				weights[i] = 1 + g.r.IntN(10)
+				sum += weights[i]
+			}
+			for i := range n {
+				t += load * time.Duration(weights[i]) / time.Duration(sum)
 				g.add(Step{At: t, Kind: actPoolRevealVMs, Pool: pool, N: 1 + g.r.IntN(3)})
 			}
-			t += time.Duration(200+g.r.IntN(800)) * time.Millisecond
+			t += load * time.Duration(weights[n]) / time.Duration(sum)
 			g.add(Step{At: t, Kind: actPoolReconnect, Pool: pool})
 			g.pools[pool] = poolConnected
 		case actServerDisable, actServerRemove:

@@ -135,8 +135,15 @@ type sample struct {
 	rss        float64
 }
 
-func envDuration(t *testing.T) (uint64, time.Duration) {
-	seed, d := uint64(ciSeed), ciDuration
+func envDuration(t *testing.T) (uint64, time.Duration, time.Duration) {
+	seed, d, load := uint64(ciSeed), ciDuration, defaultPoolLoad
+	if s := os.Getenv("SOAK_POOL_LOAD"); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("SOAK_POOL_LOAD=%q: %v", s, err)
+		}
+		load = v
+	}
 	if s := os.Getenv("SOAK_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -151,17 +158,21 @@ func envDuration(t *testing.T) (uint64, time.Duration) {
 		}
 		d = v
 	}
-	return seed, d
+	return seed, d, load
 }
 
 func TestSoak(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
-	seed, dur := envDuration(t)
+	seed, dur, load := envDuration(t)
 	if testing.Short() && os.Getenv("SOAK_SEED") == "" {
 		t.Skip("the soak takes minutes; -short skips it")
 	}
-	sched := Generate(seed, dur)
-	t.Logf("soak: seed %d, duration %s, %d steps (replay: make soak SEED=%d DURATION=%s)", seed, dur, len(sched.Steps), seed, dur)
+	sched := Generate(seed, dur, load)
+	replay := fmt.Sprintf("make soak SEED=%d DURATION=%s", seed, dur)
+	if load != defaultPoolLoad {
+		replay = fmt.Sprintf("SOAK_POOL_LOAD=%s %s", load, replay)
+	}
+	t.Logf("soak: seed %d, duration %s, XO loads a reconnected pool within %s, %d steps (replay: %s)", seed, dur, load, len(sched.Steps), replay)
 	if os.Getenv("SOAK_PRINT") != "" {
 		for _, s := range sched.Steps {
 			t.Log(s)
@@ -935,8 +946,12 @@ func (r *runner) violation(v Violation) {
 	r.failed = true
 	done := slices.Clone(r.done)
 	r.mu.Unlock()
-	msg := fmt.Sprintf("VIOLATION of invariant %d at +%s: %s\n  seed %d, duration %s: replay with make soak SEED=%d DURATION=%s\n%s",
-		v.Invariant, v.At.Sub(r.start).Round(time.Millisecond), v.What, r.sched.Seed, r.sched.Duration, r.sched.Seed, r.sched.Duration, v.Objects)
+	replay := fmt.Sprintf("make soak SEED=%d DURATION=%s", r.sched.Seed, r.sched.Duration)
+	if r.sched.PoolLoad != defaultPoolLoad {
+		replay = fmt.Sprintf("SOAK_POOL_LOAD=%s %s", r.sched.PoolLoad, replay)
+	}
+	msg := fmt.Sprintf("VIOLATION of invariant %d at +%s: %s\n  seed %d, duration %s: replay with %s\n%s",
+		v.Invariant, v.At.Sub(r.start).Round(time.Millisecond), v.What, r.sched.Seed, r.sched.Duration, replay, v.Objects)
 	if first {
 		from := max(0, len(done)-60)
 		msg += fmt.Sprintf("\n  schedule up to it (last %d of %d steps executed):\n    %s", len(done)-from, len(done), strings.Join(done[from:], "\n    "))
@@ -1296,7 +1311,8 @@ func (r *runner) report() {
 		}
 	}
 	for _, d := range r.o.deletions {
-		fmt.Fprintf(&b, "  deleted %s %s after it was deletable (no fault meanwhile: %v)\n", d.node, d.latency.Round(time.Millisecond), d.faultFree)
+		fmt.Fprintf(&b, "  deleted %s %s after it was deletable (no fault meanwhile: %v; VM gone while XO lost its pool, deletable from the reconnection: %v)\n",
+			d.node, d.latency.Round(time.Millisecond), d.faultFree, d.afterReconnect)
 	}
 	t.Log(b.String())
 	if f := os.Getenv("SOAK_REPORT"); f != "" {
