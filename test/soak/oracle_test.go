@@ -53,13 +53,15 @@ type nodeRec struct {
 	created *corev1.Node // as the test sent it (labels, annotations, taints, providerID)
 	// foreign holds the values the test gave the labels it owns: value → until when it may
 	// still show (zero: the current one).
-	foreign   map[string]map[string]time.Time
-	uid       string
-	exists    bool
-	ready     bool
-	byTest    map[string]bool // UIDs the test deleted
-	lastSeen  *corev1.Node
-	createdAt time.Time
+	foreign map[string]map[string]time.Time
+	uid     string
+	exists  bool
+	ready   bool
+	byTest  map[string]bool // UIDs the test deleted
+	// maybeByTest is a UID the test tried to delete with a request that failed.
+	maybeByTest string
+	lastSeen    *corev1.Node
+	createdAt   time.Time
 	// notReadySince and providerSeenAt are when the watch first showed the Node NotReady
 	// (zero while Ready) and with a providerID: with its VM gone, the Node is deletable from
 	// the last of the three.
@@ -231,8 +233,10 @@ func (o *oracle) observe(old, n *corev1.Node) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	rec := o.nodes[n.Name]
-	if rec == nil || (rec.uid != "" && rec.uid != string(n.UID)) {
-		return // not the test's (or an incarnation whose create the test has not recorded yet)
+	if rec == nil || (rec.uid != "" && rec.uid != string(n.UID)) || rec.byTest[string(n.UID)] {
+		// Not the test's, or an earlier incarnation of the name (the watch may still be
+		// delivering the changes it had before the test deleted it).
+		return
 	}
 	rec.lastSeen = n.DeepCopy()
 	now := time.Now()
@@ -360,21 +364,34 @@ func (o *oracle) checkForeign(rec *nodeRec, n *corev1.Node, now time.Time) {
 }
 
 // setForeign records a new value of a foreign label before the test writes it; the previous
-// one may still show for a few seconds.
-func (o *oracle) setForeign(name, key, value string) {
+// one may still show for a few seconds. The returned func undoes it, for a write that failed.
+func (o *oracle) setForeign(name, key, value string) (undo func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	rec := o.nodes[name]
 	if rec == nil {
-		return
+		return func() {}
 	}
 	vals := rec.foreign[key]
+	var prev []string
 	for v, until := range vals {
 		if until.IsZero() {
+			prev = append(prev, v)
 			vals[v] = time.Now().Add(10 * time.Second)
 		}
 	}
+	_, had := vals[value]
 	vals[value] = time.Time{}
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for _, v := range prev {
+			vals[v] = time.Time{}
+		}
+		if !had {
+			vals[value] = time.Now().Add(10 * time.Second)
+		}
+	}
 }
 
 // checkUntouched: an ignored or foreign Node keeps what the test gave it.
@@ -421,7 +438,7 @@ func (o *oracle) deleted(n *corev1.Node, vmExists func(id string) bool) {
 	if rec == nil {
 		return
 	}
-	if rec.byTest[string(n.UID)] {
+	if rec.byTest[string(n.UID)] || rec.maybeByTest == string(n.UID) {
 		return
 	}
 	if rec.uid == string(n.UID) {

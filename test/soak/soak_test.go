@@ -542,7 +542,13 @@ func (r *runner) registerNode(i int, ready bool) {
 	r.o.mu.Lock()
 	defer r.o.mu.Unlock()
 	if err != nil {
-		rec.exists = false
+		// Not created (the API server away, or the name still taken by a Node the test could
+		// not delete): the oracle goes on with what it knew of the name.
+		if prev != nil {
+			r.o.nodes[gn.name] = prev
+		} else {
+			delete(r.o.nodes, gn.name)
+		}
 		r.note("register Node %s: %v", gn.name, err)
 		return
 	}
@@ -571,6 +577,17 @@ func (r *runner) deleteNode(i int) {
 	uid := n.UID
 	if err := r.kube.Delete(context.Background(), n, client.Preconditions{UID: &uid}); err != nil {
 		r.note("delete Node %s: %v", name, err)
+		if !apierrors.IsNotFound(err) {
+			// Not deleted (the API server away): the oracle keeps watching it.
+			r.o.mu.Lock()
+			if rec := r.o.nodes[name]; rec != nil && rec.uid == string(uid) {
+				delete(rec.byTest, string(uid))
+				rec.exists = true
+				// A request that failed may still have been applied.
+				rec.maybeByTest = string(uid)
+			}
+			r.o.mu.Unlock()
+		}
 	}
 }
 
@@ -589,11 +606,14 @@ func (r *runner) setReady(i int, ready bool) {
 
 func (r *runner) setForeign(i int, value string) {
 	name := r.sched.Nodes[i].name
-	r.o.setForeign(name, foreignLabelKey, value)
+	undo := r.o.setForeign(name, foreignLabelKey, value)
 	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, foreignLabelKey, value))
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := r.kube.Patch(context.Background(), n, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		r.note("label Node %s: %v", name, err)
+		if !apierrors.IsNotFound(err) {
+			undo() // a failed request may still have been applied: both values stay allowed a while
+		}
 	}
 }
 
