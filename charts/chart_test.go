@@ -358,8 +358,9 @@ func checkDefaults(t *testing.T, o objects) {
 			t.Errorf("anti-affinity term %d: key %s selector %v, want %s selecting the pods", i, term.PodAffinityTerm.TopologyKey, sel, key)
 		}
 	}
-	if _, ok := flagValue(t, c.Args, "config"); ok {
-		t.Error("--config passed with no configuration source")
+	// The defaults name no XO server: the config is the test's baseline, an existingConfigSecret.
+	if configSecretOf(t, o) != "xo-config" {
+		t.Error("--config is not the baseline's existingConfigSecret")
 	}
 	if s := o.ofKind("Secret"); len(s) != 0 {
 		t.Errorf("Secrets rendered without config: %v", s.kinds())
@@ -905,7 +906,7 @@ func TestRenderRejects(t *testing.T) {
 		"health port clash":               {[]string{"healthProbe.port=8080"}, "must differ"},
 		"unknown value":                   {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
 		"unknown config key":              {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
-		"plain token in clusters":         {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].token=abc"}, "additional properties 'token' not allowed"},
+		"plain token in clusters":         {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].token=abc"}, "config.clusters[0].token: keep XO tokens out of values: put it in a Secret"},
 		"failurePolicy":                   {[]string{"webhook.failurePolicy=Deny"}, "failurePolicy"},
 		"timeoutSeconds above 30":         {[]string{"webhook.timeoutSeconds=31"}, "timeoutSeconds"},
 		"unknown controller":              {[]string{"controllers[0]=cloud-route"}, "controllers"},
@@ -918,7 +919,7 @@ func TestRenderRejects(t *testing.T) {
 		"fullnameOverride too long":       {[]string{"fullnameOverride=" + strings.Repeat("a", 51)}, "fullnameOverride"},
 		"image digest not a sha256":       {[]string{"image.digest=latest"}, "digest"},
 		"extraArgs not a flag":            {[]string{"extraArgs[0]=verbose"}, "extraArgs"},
-		"extraEnv token from literal":     {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "plain value"},
+		"extraEnv token from literal":     {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "extraEnv XOA_PASSWORD: the controller authenticates with an XO authentication token, not a user and password"},
 		"ServiceMonitor without metrics":  {[]string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.enabled"},
 		"nothing to run":                  {[]string{"controllers=null", "webhook.enabled=false"}, "the pods would run nothing"},
 		"workers in args":                 {[]string{"extraArgs[0]=--workers=8"}, "--workers=8 is set by the chart; use workers"},
@@ -1005,7 +1006,7 @@ func TestFullnameFitsEverySuffix(t *testing.T) {
 		t.Errorf("objects: %v", o.kinds())
 	}
 	// The longest release name helm allows (53) is cut to the same prefix length.
-	out, err := runHelm(t, "template", long[:53], chartDir, "--namespace", namespace)
+	out, err := runHelm(t, "template", long[:53], chartDir, "--namespace", namespace, "--set", baselineXO)
 	if err != nil {
 		t.Fatal(err)
 	}

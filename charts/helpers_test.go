@@ -82,8 +82,17 @@ func runHelm(t testing.TB, args ...string) (string, error) {
 }
 
 // templateArgs returns the helm template arguments for a values file (relative to the chart,
-// "" for none) and --set flags.
+// "" for none) and --set flags, with baselineXO when they name no XO server.
 func templateArgs(ns, valuesFile string, set ...string) []string {
+	args := rawTemplateArgs(ns, valuesFile, set...)
+	if !namesXO(valuesFile, set) {
+		args = append(args, "--set", baselineXO)
+	}
+	return args
+}
+
+// rawTemplateArgs is templateArgs without the baseline.
+func rawTemplateArgs(ns, valuesFile string, set ...string) []string {
 	args := []string{"template", release, chartDir, "--namespace", ns}
 	if valuesFile != "" {
 		args = append(args, "-f", filepath.Join(chartDir, valuesFile))
@@ -92,6 +101,41 @@ func templateArgs(ns, valuesFile string, set ...string) []string {
 		args = append(args, "--set", s)
 	}
 	return args
+}
+
+// baselineXO is the XO server of a render whose values name none: the chart refuses to render
+// without one (TestChartRendersOnlyWhatTheBinaryAccepts), and most renders test something else.
+const baselineXO = "existingConfigSecret=xo-config"
+
+// namesXO reports whether a values file or --set flags name an XO server: config's url or
+// clusters, existingConfigSecret, or XOA_URL in the environment.
+func namesXO(valuesFile string, set []string) bool {
+	for _, s := range set {
+		if strings.HasPrefix(s, "config.url=") || strings.HasPrefix(s, "config.clusters") ||
+			strings.HasPrefix(s, "existingConfigSecret=") || strings.Contains(s, "XOA_URL") {
+			return true
+		}
+	}
+	if valuesFile == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir, valuesFile))
+	if err != nil {
+		return false // helm reports it
+	}
+	var v struct {
+		ExistingConfigSecret string
+		Config               struct {
+			URL      string
+			Clusters []any
+		}
+		ExtraEnv, ExtraEnvs []struct{ Name string }
+	}
+	_ = yaml.Unmarshal(b, &v)
+	hasURL := func(env []struct{ Name string }) bool {
+		return slices.ContainsFunc(env, func(e struct{ Name string }) bool { return e.Name == "XOA_URL" })
+	}
+	return v.ExistingConfigSecret != "" || v.Config.URL != "" || len(v.Config.Clusters) > 0 || hasURL(v.ExtraEnv) || hasURL(v.ExtraEnvs)
 }
 
 // manifest is one rendered object: its YAML document and the same parsed loosely.

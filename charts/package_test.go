@@ -39,7 +39,7 @@ func TestChartPackage(t *testing.T) {
 	if out, err := runHelm(t, "lint", "--strict", tgz); err != nil {
 		t.Fatalf("helm lint of the archive: %v\n%s", err, out)
 	}
-	o := renderArgs(t, "template", release, tgz, "--namespace", namespace)
+	o := renderArgs(t, "template", release, tgz, "--namespace", namespace, "--set", baselineXO)
 	checkInvariants(t, o)
 	// The schema travels with the archive: it still refuses an unknown value.
 	if _, err := runHelm(t, "template", release, tgz, "--set", "replicas=3"); err == nil || !strings.Contains(err.Error(), "replicas") {

@@ -42,8 +42,9 @@ func checkUpstreamDefaults(t *testing.T, o objects) {
 	if got := mustFlag(t, c.Args, "zap-log-level"); got != "info" {
 		t.Errorf("--zap-log-level=%s, want info for logVerbosityLevel 2", got)
 	}
-	if _, ok := flagValue(t, c.Args, "config"); ok || len(o.ofKind("Secret")) != 0 {
-		t.Error("a config is wired though upstream's config and existingConfigSecret are empty")
+	// Upstream's config and existingConfigSecret are empty: the config is the test's baseline.
+	if p, _ := flagValue(t, c.Args, "config"); configSecretOf(t, o) != "xo-config" || p == "" || len(o.ofKind("Secret")) != 0 {
+		t.Error("the config is not the baseline's existingConfigSecret alone")
 	}
 	if spec.HostNetwork || spec.DNSPolicy != corev1.DNSDefault || spec.PriorityClassName != "system-cluster-critical" {
 		t.Errorf("hostNetwork %v dnsPolicy %s priorityClassName %s", spec.HostNetwork, spec.DNSPolicy, spec.PriorityClassName)
@@ -142,7 +143,7 @@ func TestUpstreamValues(t *testing.T) {
 					t.Errorf("env %v, want %v", names, want)
 				}
 			}},
-		"extraEnvs plain token": {set: []string{"extraEnvs[0].name=XOA_TOKEN", "extraEnvs[0].value=123ABC"}, wantErr: "extraEnv XOA_TOKEN has a plain value"},
+		"extraEnvs plain token": {set: []string{"extraEnvs[0].name=XOA_TOKEN", "extraEnvs[0].value=123ABC"}, wantErr: "extraEnvs XOA_TOKEN has a plain value"},
 		"initContainers": {set: []string{"initContainers[0].name=wait", "initContainers[0].image=busybox"}, check: func(t *testing.T, o objects) {
 			d, _ := deployment(t, o)
 			if ic := d.Spec.Template.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "wait" || ic[0].Image != "busybox" {
@@ -212,6 +213,7 @@ func TestUpstreamValues(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			args := templateArgs(namespace, upstreamValues, append([]string{"image.repository=" + image}, tc.set...)...)
 			if tc.overlay != "" {
+				args = rawTemplateArgs(namespace, upstreamValues, append([]string{"image.repository=" + image}, tc.set...)...)
 				overlay := filepath.Join(t.TempDir(), "values.yaml")
 				if err := os.WriteFile(overlay, []byte(tc.overlay), 0o600); err != nil {
 					t.Fatal(err)

@@ -226,8 +226,12 @@ func TestConfigSchemaMatchesConfigPackage(t *testing.T) {
 	fields("", reflect.TypeFor[config.Cluster]())
 	// In the clusters list form the chart takes tokens from Secrets only: tokenSecretRef is the
 	// chart's own key (rendered as tokenFile), token is not accepted there.
-	delete(want, "clusters[].token")
 	for _, k := range []string{"clusters[].tokenSecretRef", "clusters[].tokenSecretRef.name", "clusters[].tokenSecretRef.key"} {
+		want[k] = true
+	}
+	// Keys the schema lets through so that the chart can refuse them with a message saying what
+	// to do (TestRefusalsSayWhatToDo): the schema's own refusal would only say "not allowed".
+	for _, k := range []string{"tokenSecretRef", "clientTimeout", "username", "password"} {
 		want[k] = true
 	}
 

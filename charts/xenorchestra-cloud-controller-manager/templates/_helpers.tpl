@@ -313,16 +313,119 @@ binary's flags in step.
 {{- end -}}
 
 {{/*
+xoccm.seconds is the duration .value (a Go duration string: numbers with units h, m, s, ms, us,
+ns, several as in 1h30m, or 0) in seconds, as a float; it fails the render naming .key when the
+value is not one. The binary parses the same strings with time.ParseDuration.
+*/}}
+{{- define "xoccm.seconds" -}}
+{{- $v := toString .value -}}
+{{- if not (regexMatch "^-?(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h))+$|^0$" $v) -}}
+{{- fail (printf "%s %q is not a duration: numbers with units (h, m, s, ms), e.g. 90s, 168h or 1h30m" .key $v) -}}
+{{- end -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h)" $v -1 -}}
+{{- $unit := regexReplaceAll "^[0-9.]+" . "" -}}
+{{- $total = addf $total (mulf (trimSuffix $unit . | float64) (get (dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0) $unit)) -}}
+{{- end -}}
+{{- if hasPrefix "-" $v }}{{ $total = mulf $total -1.0 }}{{ end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+xoccm.singleKeys are the config keys of the single-server form, which config.clusters replaces
+(config/load.go's singleKeys).
+*/}}
+{{- define "xoccm.singleKeys" -}}
+- enabled
+- name
+- url
+- insecure
+- token
+- tokenFile
+- caFile
+- caBundle
+- region
+- pools
+{{- end -}}
+
+{{/*
 xoccm.validate fails the render on combinations that cannot work, and on upstream values that
 have no meaning here, with a message saying what to change. Included once, from the Deployment.
 */}}
 {{- define "xoccm.validate" -}}
+{{- if not .Values.image.repository -}}
+{{- fail "image.repository is empty: remove it to use the default (ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager), or set your mirror of that image" -}}
+{{- end -}}
+{{- $config := .Values.config | default dict -}}
+{{- range list "username" "password" -}}
+{{- if hasKey $config . -}}
+{{- fail (printf "config.%s: the controller authenticates with an XO authentication token, not a user and password: create one (xo-cli create-token <xo-url> <user>, or in XO's web UI) and set config.token (or config.clusters[].tokenSecretRef)" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey $config "clusters" -}}
+{{- $on := false -}}
+{{- range $config.clusters }}{{ if or (not (hasKey . "enabled")) .enabled }}{{ $on = true }}{{ end }}{{ end -}}
+{{- if and $config.clusters (not $on) -}}
+{{- fail "config.clusters: every entry has enabled: false: enable at least one (to stop the controller, scale it to 0 with replicaCount)" -}}
+{{- end -}}
+{{- else if and (hasKey $config "enabled") (not $config.enabled) -}}
+{{- fail "config.enabled: false switches off the only XO server, and the controller would do nothing: to stop it, scale it to 0 (replicaCount)" -}}
+{{- end -}}
+{{- if hasKey $config "clientTimeout" -}}
+{{- fail "config.clientTimeout is the upstream controller's name for config.requestTimeout: rename it" -}}
+{{- end -}}
+{{- if and (hasKey $config "tokenSecretRef") (not (hasKey $config "clusters")) -}}
+{{- fail "config.tokenSecretRef is for config.clusters entries: in the single-server form, put the token in config.token, in existingConfigSecret, or in XOA_TOKEN from a Secret (extraEnv with valueFrom.secretKeyRef)" -}}
+{{- end -}}
 {{- if and .Values.config .Values.existingConfigSecret -}}
 {{- fail "set either config or existingConfigSecret, not both" -}}
 {{- end -}}
-{{- range concat (.Values.extraEnv | default list) (.Values.extraEnvs | default list) -}}
-{{- if and (eq .name "XOA_TOKEN" "XOA_PASSWORD") (hasKey . "value") -}}
-{{- fail (printf "extraEnv %s has a plain value: take it from a Secret with valueFrom.secretKeyRef (or put token in config)" .name) -}}
+{{- $clusters := hasKey (.Values.config | default dict) "clusters" -}}
+{{- range $list := list "extraEnv" "extraEnvs" -}}
+{{- range (get $.Values $list | default list) -}}
+{{- if eq .name "XOA_USER" "XOA_PASSWORD" -}}
+{{- fail (printf "%s %s: the controller authenticates with an XO authentication token, not a user and password: create one (xo-cli create-token <xo-url> <user>, or in XO's web UI) and set config.token, config.clusters[].tokenSecretRef or XOA_TOKEN from a Secret" $list .name) -}}
+{{- end -}}
+{{- if and $clusters (eq .name "XOA_URL" "XOA_TOKEN" "XOA_INSECURE") -}}
+{{- fail (printf "%s %s applies to the single-server form only: with config.clusters, set each entry's url, insecure and tokenSecretRef" $list .name) -}}
+{{- end -}}
+{{- if and (eq .name "XOA_TOKEN") (hasKey . "value") -}}
+{{- fail (printf "%s %s has a plain value: take it from a Secret with valueFrom.secretKeyRef (or put token in config)" $list .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $clusters -}}
+{{- range include "xoccm.singleKeys" . | fromYamlArray -}}
+{{- if hasKey $.Values.config . -}}
+{{- fail (printf "config.%s belongs to the single-server form: with config.clusters, set it in each entry" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $le := dict "lease-duration" "15s" "renew-deadline" "10s" "retry-period" "2s" -}}
+{{- range .Values.extraArgs -}}
+{{- $m := regexFind "^--?leader-elect-(lease-duration|renew-deadline|retry-period)=.*$" . -}}
+{{- if $m -}}
+{{- $_ := set $le (regexReplaceAll "^--?leader-elect-([a-z-]+)=.*$" $m "${1}") (regexReplaceAll "^[^=]*=" $m "") -}}
+{{- end -}}
+{{- end -}}
+{{- $lease := include "xoccm.seconds" (dict "key" "extraArgs --leader-elect-lease-duration" "value" (get $le "lease-duration")) | float64 -}}
+{{- $renew := include "xoccm.seconds" (dict "key" "extraArgs --leader-elect-renew-deadline" "value" (get $le "renew-deadline")) | float64 -}}
+{{- $retry := include "xoccm.seconds" (dict "key" "extraArgs --leader-elect-retry-period" "value" (get $le "retry-period")) | float64 -}}
+{{- if not (and (gt $retry 0.0) (lt $retry $renew) (lt $renew $lease)) -}}
+{{- fail (printf "extraArgs: want 0 < --leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s)" (get $le "retry-period") (get $le "renew-deadline") (get $le "lease-duration")) -}}
+{{- end -}}
+{{- if and (has "*" .Values.controllers) (gt (len .Values.controllers) 1) -}}
+{{- fail (printf "controllers %s: \"*\" stands for every controller and goes alone" (toJson .Values.controllers)) -}}
+{{- end -}}
+{{- if and .Values.webhook.enabled (eq (include "xoccm.certMode" .) "selfManaged") -}}
+{{- $sm := .Values.webhook.certificates.selfManaged -}}
+{{- $ca := include "xoccm.seconds" (dict "key" "webhook.certificates.selfManaged.caDuration" "value" $sm.caDuration) | float64 -}}
+{{- $cert := include "xoccm.seconds" (dict "key" "webhook.certificates.selfManaged.certDuration" "value" $sm.certDuration) | float64 -}}
+{{- if le $ca 0.0 -}}
+{{- fail (printf "webhook.certificates.selfManaged.caDuration %s must be positive" (toString $sm.caDuration)) -}}
+{{- end -}}
+{{- if not (and (gt $cert 0.0) (lt $cert $ca)) -}}
+{{- fail (printf "webhook.certificates.selfManaged.certDuration %s must be positive and shorter than caDuration (%s): a serving certificate cannot outlive the CA that signs it" (toString $sm.certDuration) (toString $sm.caDuration)) -}}
 {{- end -}}
 {{- end -}}
 {{- $chartFlags := include "xoccm.chartFlags" . | fromYaml -}}
@@ -382,11 +485,13 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- fail "podDisruptionBudget.minAvailable must be less than replicaCount, or no node running a replica could ever be drained" -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.webhook.enabled -}}
 {{- $lookup := toString .Values.webhook.lookupTimeout -}}
-{{- if and .Values.webhook.enabled (regexMatch "^[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s)$" $lookup) -}}
-{{- $unit := regexReplaceAll "^[0-9.]+" $lookup "" -}}
-{{- $lookupNS := mulf (trimSuffix $unit $lookup | float64) (get (dict "ns" 1 "us" 1000 "µs" 1000 "ms" 1000000 "s" 1000000000) $unit) -}}
-{{- if ge $lookupNS (mulf (int .Values.webhook.timeoutSeconds) 1000000000) -}}
+{{- $lookupS := include "xoccm.seconds" (dict "key" "webhook.lookupTimeout" "value" $lookup) | float64 -}}
+{{- if or (le $lookupS 0.0) (gt $lookupS 10.0) -}}
+{{- fail (printf "webhook.lookupTimeout %s must be above 0 and at most 10s" $lookup) -}}
+{{- end -}}
+{{- if ge $lookupS (float64 (int .Values.webhook.timeoutSeconds)) -}}
 {{- fail (printf "webhook.lookupTimeout %s must be below webhook.timeoutSeconds (%ds): the API server stops waiting for the webhook after timeoutSeconds, so its XO read must end well before; lower lookupTimeout or raise timeoutSeconds" $lookup (int .Values.webhook.timeoutSeconds)) -}}
 {{- end -}}
 {{- end -}}
@@ -419,6 +524,13 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- $hp := int .Values.healthProbe.port -}}
 {{- if or (and .Values.webhook.enabled (eq $hp (int .Values.webhook.port))) (and .Values.metrics.enabled (eq $hp (int .Values.metrics.port))) -}}
 {{- fail "healthProbe.port must differ from webhook.port and metrics.port" -}}
+{{- end -}}
+{{- if and (not .Values.existingConfigSecret) (not (hasKey (.Values.config | default dict) "clusters")) (not (.Values.config | default dict).url) -}}
+{{- $env := dict -}}
+{{- range concat (.Values.extraEnv | default list) (.Values.extraEnvs | default list) }}{{ $_ := set $env .name true }}{{ end -}}
+{{- if not $env.XOA_URL -}}
+{{- fail "no XO server to talk to: set config (url and token, or clusters), existingConfigSecret, or XOA_URL and XOA_TOKEN in extraEnv" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
