@@ -1,15 +1,71 @@
-// Package soak_test is the chaos soak of issue 24: the real binary as two replicas (leader
-// election on, the webhook served by both behind a round-robin proxy) against a real
-// kube-apiserver (envtest) and two simulated XO servers with several pools, driven by a
-// schedule of Node churn, VM churn, XO faults and Kubernetes faults generated from one seed,
-// and checked by an oracle that knows XO's true state (oracle_test.go).
+// Package soak_test is the chaos soak of issue 24: a seeded, randomized run of every fault at
+// once, with an oracle.
 //
-//	go test ./test/soak/                                          # the CI run: fixed seed, short
-//	SOAK_SEED=42 SOAK_DURATION=60m go test -timeout 0 ./test/soak/  # what make soak runs
+// What runs: the real binary (built from ./cmd/xenorchestra-cloud-controller-manager) as two
+// replicas, leader election on (Lease in kube-system, 6 s lease, 4 s renew deadline, 1 s retry,
+// so that a killed leader is replaced within seconds), each serving the webhook with
+// --webhook-certs=self-managed (serving certificates renewed every 20 s all along); a TCP proxy
+// plays the webhook Service, sending each new connection to the next replica that accepts it
+// (TLS passes through, so the API server checks the replicas' own certificates) and recycling
+// connections after 2 s so that admissions spread over both. A real kube-apiserver and etcd
+// (internal/testenv) call the webhook; the binaries reach the API server through a second
+// proxy that can answer 429 to a share of their requests. Two simulated XO servers
+// (xo/xosim via testenv.NewXO) hold five pools: xo1 two, xo2 three, the last outside xo2's
+// pools scope. The config (clusters form) sets inventory.settleTime 3s, pollPeriod 2s,
+// staleAfter 10s and nodes.ignoreSelector.
 //
-// A violation fails the run and prints the seed, the schedule up to it and the objects
-// involved; the same SOAK_SEED and SOAK_DURATION replay the same schedule (the timing of the
-// system under test is not deterministic, so a replay is not guaranteed to fail the same way).
+// The schedule (schedule_test.go) is generated from the seed alone: Node churn (kubelet
+// registrations by systemUUID raw and byte-swapped, name only, address only, --provider-id;
+// deletions and re-registrations; Ready/NotReady flaps and the kubelet following its VM's
+// power; ignored Nodes by label and by selector; another provider's Nodes; someone editing a
+// label the controller does not own), VM churn (create, delete, live migration within and
+// across pools of one XO, halt/start/suspend/pause, rename, resize, tag edits giving labels and
+// taints, a halted VM moved to another pool, name twins in the pool outside the scope), XO
+// faults (5xx, hangs, connections refused, the token revoked and restored, event streams cut in
+// the middle of a message, truncated ndjson listings, a pool dropped and reconnected in stages,
+// a /servers entry disabled or removed and back, the pool outside the scope among them) and
+// Kubernetes faults (the leader SIGKILLed and restarted, the other replica likewise,
+// kube-apiserver itself restarted, 429s, the self-managed CA Secret deleted so that a new CA
+// is made and injected). A replica that exits on its own is restarted a second later, as the
+// kubelet would.
+//
+// The oracle (oracle_test.go) records every change the test makes to a VM, with the time XO
+// shows it (a change to a VM of a pool XO does not hold shows when the pool is back), and the
+// VM each Node belongs to; a Node watch straight to the API server hands it every change:
+//  1. no Node is deleted while its VM exists in any XO server (connected or not), nor while
+//     Ready, nor an ignored or foreign one;
+//  2. an owned label (computed keys, tag labels) or tag taint only takes a value the VM had at
+//     some moment of the last settleTime + 10 s (the stated tolerance: event delivery, caches,
+//     retries after an XO fault of up to 6 s), or the one XO still shows while its pool is
+//     away; the test's own labels and taints, and ignored and foreign Nodes, are never touched;
+//  3. the uninitialized taint goes only with providerID, region and instance type set (and the
+//     zone if the VM ran throughout the window);
+//  4. a providerID names the Node's own VM, in a pool that VM was in;
+//  5. at each quiet step (the end of the run, and every 10 minutes of a long one) every Node
+//     matches the truth within settleTime + 10 s of the last fault or change, and all along a
+//     Node deletable (VM gone as XO shows it, NotReady, providerID) for longer than that with
+//     no fault of any kind meanwhile is a violation;
+//  6. the XO tokens appear in no output of the binaries and no Event; the goroutines and the
+//     resident memory of a replica that lived two minutes or more do not grow (last sample at
+//     most 1.5 times the first plus 50 goroutines, twice the first plus 64 MiB).
+//
+// Two bounds keep the soak inside what the controller documents: XO loads a reconnected
+// pool's VMs within SOAK_POOL_LOAD (default 2 s) of showing the pool object, under settleTime
+// (the controller trusts a pool's absences one settle time after XO shows it; with 5 s loads it
+// deletes Nodes whose VMs XO has not loaded yet); and the API server's own faults stop 90 s
+// before each quiet step (client-go's reflector backoff keeps a watch down up to a minute after
+// them, longer than the convergence bound).
+//
+//	go test ./test/soak/                                           # the CI run: seed 24, 5 minutes
+//	make soak SEED=42 DURATION=60m                                 # any seed and duration
+//	SOAK_LOGDIR=/tmp/soak SOAK_REPORT=/tmp/soak/report.txt make soak  # keep the logs and figures
+//
+// A violation is printed when it happens, with the seed, the replay command, the objects
+// involved and, for the first, the last steps executed; the run goes on (SOAK_STOP_ON_VIOLATION
+// stops it) and fails at the end. steps.log in SOAK_LOGDIR lists every step executed with the
+// test's notes. The same seed, duration and SOAK_POOL_LOAD give the same schedule; the timing
+// of the system under test is not deterministic, so a replay meets the same steps at the same
+// offsets, not necessarily the same interleaving with the controller.
 package soak_test
 
 import (
