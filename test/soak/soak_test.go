@@ -1271,11 +1271,18 @@ func nodeWatchGaps(rs []*replica) []time.Duration {
 	return gaps
 }
 
-// writeSteps writes the steps executed, with the notes, to steps.log.
+// writeSteps writes the steps executed, with the notes, to steps.log, and the metric samples
+// to metrics.csv.
 func (r *runner) writeSteps() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_ = os.WriteFile(filepath.Join(r.logDir, "steps.log"), []byte(strings.Join(r.done, "\n")+"\n"), 0o644)
+	var b strings.Builder
+	b.WriteString("seconds,replica,incarnation,go_goroutines,process_resident_memory_bytes\n")
+	for _, s := range r.samples {
+		fmt.Fprintf(&b, "%.0f,%s,%d,%.0f,%.0f\n", s.at.Seconds(), s.replica, s.start, s.goroutines, s.rss)
+	}
+	_ = os.WriteFile(filepath.Join(r.logDir, "metrics.csv"), []byte(b.String()), 0o644)
 }
 
 func (r *runner) clusterEvents() []byte {
@@ -1384,6 +1391,27 @@ func (r *runner) report() {
 		if first != nil {
 			fmt.Fprintf(&b, "  %s: %d starts; first sample goroutines %.0f RSS %.1f MiB; last (incarnation %d, +%s) goroutines %.0f RSS %.1f MiB\n",
 				rp.name, rp.starts, first.goroutines, first.rss/(1<<20), last.start, last.at.Round(time.Second), last.goroutines, last.rss/(1<<20))
+		}
+		// The longest-lived incarnation, first and last sample.
+		var lf, ll *sample
+		for i := range r.samples {
+			si := &r.samples[i]
+			if si.replica != rp.name {
+				continue
+			}
+			f := si
+			for j := i; j >= 0; j-- {
+				if r.samples[j].replica == rp.name && r.samples[j].start == si.start {
+					f = &r.samples[j]
+				}
+			}
+			if lf == nil || si.at-f.at > ll.at-lf.at {
+				lf, ll = f, si
+			}
+		}
+		if lf != nil {
+			fmt.Fprintf(&b, "  %s longest incarnation (#%d, %s): goroutines %.0f → %.0f, RSS %.1f → %.1f MiB\n",
+				rp.name, lf.start, (ll.at - lf.at).Round(time.Second), lf.goroutines, ll.goroutines, lf.rss/(1<<20), ll.rss/(1<<20))
 		}
 	}
 	for _, d := range r.o.deletions {
