@@ -169,6 +169,9 @@ type runner struct {
 	samples  []sample
 	// logDir holds the replicas' output and steps.log, the steps executed.
 	logDir string
+	// admissions counts, per replica, the admissions it served: described at creation, and
+	// admitted unchanged (read from its log).
+	admissions [][2]int
 	// watchGaps are the Node watch outages of the replicas (nodeWatchGaps).
 	watchGaps []time.Duration
 	// apiBack is closed once the proxy is back after a restart.
@@ -1233,6 +1236,11 @@ func (r *runner) finish() {
 	}
 	r.checkGrowth()
 	r.watchGaps = nodeWatchGaps(r.replicas)
+	for _, rp := range r.replicas {
+		out := rp.out.Bytes()
+		r.admissions = append(r.admissions, [2]int{
+			bytes.Count(out, []byte("\tNode described at creation\t")), bytes.Count(out, []byte("\tNode admitted unchanged\t"))})
+	}
 }
 
 // nodeWatchGaps reads, in the replicas' logs, how long each Node watch stayed down: from a
@@ -1378,6 +1386,9 @@ func (r *runner) report() {
 	}
 	fmt.Fprintf(&b, "  api proxy: %d requests, %d answered 429\n", r.api.requests.Load(), r.api.throttled.Load())
 	fmt.Fprintf(&b, "  webhook proxy connections: %d to replica-a, %d to replica-b\n", r.hook.connsTo(0), r.hook.connsTo(1))
+	for i, a := range r.admissions {
+		fmt.Fprintf(&b, "  admissions served by %s: %d Nodes described at creation, %d admitted unchanged\n", r.replicas[i].name, a[0], a[1])
+	}
 	for _, rp := range r.replicas {
 		var first, last *sample
 		for i := range r.samples {
