@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -233,7 +234,7 @@ func TestInitialize(t *testing.T) {
 			vmID := f.AddVM(spec)
 			n := tc.node(f, name, vmID)
 			f.createNode(n)
-			initializedBefore := testenv.CounterValue(t, initializationsTotal.WithLabelValues(resultInitialized))
+			initializedBefore := testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized))
 
 			if res := f.reconcile(name); res.RequeueAfter != 0 {
 				t.Errorf("RequeueAfter = %s after initialization, want 0", res.RequeueAfter)
@@ -260,7 +261,7 @@ func TestInitialize(t *testing.T) {
 			if ev := f.Rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].Type != corev1.EventTypeNormal || !strings.Contains(ev[0].Note, tc.method) {
 				t.Errorf("NodeInitialized events = %+v, want one naming %s", ev, tc.method)
 			}
-			if d := testenv.CounterValue(t, initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
+			if d := testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
 				t.Errorf("initialized counter grew by %v, want 1", d)
 			}
 

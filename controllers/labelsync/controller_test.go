@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -254,7 +255,7 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	}
 	vm := f.AddVM(xosim.VMSpec{NameLabel: "forbidden", Tags: forbidden})
 	n := f.CreateNode("w", vm).Name
-	before := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey)))
+	before := testutil.ToFloat64(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey)))
 	f.reconcile(n)
 	got := f.Get(n)
 	for _, k := range []string{"node-role.kubernetes.io/control-plane", "foo.k8s.io/x", "node-restriction.kubernetes.io/x"} {
@@ -275,7 +276,7 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 			t.Errorf("%s event of type %s", node.ReasonLabelRejected, e.Type)
 		}
 	}
-	if d := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
+	if d := testutil.ToFloat64(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
 		t.Errorf("rejected metric grew by %v, want %d", d, len(forbidden))
 	}
 	// A standing refusal is reported once, not at every look (each event is an API write, and
@@ -286,7 +287,7 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	if got := len(f.Rec.Find(n, node.ReasonLabelRejected)); got != len(forbidden) {
 		t.Errorf("%d refusal events after three looks, want %d", got, len(forbidden))
 	}
-	if d := testenv.CounterValue(t, rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
+	if d := testutil.ToFloat64(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
 		t.Errorf("rejected metric grew by %v after three looks, want %d", d, len(forbidden))
 	}
 	if f.Get(n).ResourceVersion != rv {
@@ -312,7 +313,7 @@ func TestNoWriteWhenUpToDate(t *testing.T) {
 	n := f.CreateNode("w", vm).Name
 	f.reconcile(n)
 	rv := f.Get(n).ResourceVersion
-	before := testenv.CounterValue(t, patches)
+	before := testutil.ToFloat64(patches)
 	for range 3 {
 		res := f.reconcile(n)
 		if res != (ctrl.Result{}) {
@@ -322,7 +323,7 @@ func TestNoWriteWhenUpToDate(t *testing.T) {
 	if got := f.Get(n).ResourceVersion; got != rv {
 		t.Errorf("resync of an up-to-date Node wrote it: resourceVersion %s → %s", rv, got)
 	}
-	if d := testenv.CounterValue(t, patches) - before; d != 0 {
+	if d := testutil.ToFloat64(patches) - before; d != 0 {
 		t.Errorf("%v patches on resync", d)
 	}
 }
@@ -666,7 +667,7 @@ func TestDuplicateNamesFallBackToUUIDs(t *testing.T) {
 	f.reconcile(n)
 	wantLabels(t, f.labels(n), map[string]string{node.LabelZone: "host-1", node.LabelRegion: "pool-a"})
 	rejected := rejectedTotal.WithLabelValues(string(node.ReasonDuplicateName))
-	before := testenv.CounterValue(t, rejected)
+	before := testutil.ToFloat64(rejected)
 
 	if err := f.Sim.Rename(f.Host2, "host-1"); err != nil {
 		t.Fatal(err)
@@ -678,7 +679,7 @@ func TestDuplicateNamesFallBackToUUIDs(t *testing.T) {
 	if len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning || !strings.Contains(ev[0].Note, node.LabelZone) || !strings.Contains(ev[0].Note, "shared") {
 		t.Errorf("want one Warning %s event about the zone's shared name, got %+v", node.ReasonLabelRejected, ev)
 	}
-	if d := testenv.CounterValue(t, rejected) - before; d != 1 {
+	if d := testutil.ToFloat64(rejected) - before; d != 1 {
 		t.Errorf("%s rejections grew by %v, want 1", node.ReasonDuplicateName, d)
 	}
 

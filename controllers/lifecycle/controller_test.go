@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
@@ -36,7 +37,7 @@ func TestVMDeletedNodeNotReadyIsDeleted(t *testing.T) {
 	if !f.Exists(n.Name) {
 		t.Fatal("Node of a running VM deleted")
 	}
-	before := testenv.CounterValue(t, deletions)
+	before := testutil.ToFloat64(deletions)
 	if err := f.Sim.RemoveVM(vm); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestVMDeletedNodeNotReadyIsDeleted(t *testing.T) {
 	if !f.reconcileUntilGone(n.Name, 5*time.Second) {
 		t.Fatal("Node of a deleted VM kept")
 	}
-	if got := testenv.CounterValue(t, deletions) - before; got != 1 {
+	if got := testutil.ToFloat64(deletions) - before; got != 1 {
 		t.Errorf("deletions metric grew by %v, want 1", got)
 	}
 	if len(f.Rec.Find(n.Name, ReasonDeletingNode)) != 1 {
@@ -109,7 +110,7 @@ func TestPoolDisconnectedNoDeletion(t *testing.T) {
 	for _, n := range names {
 		before[n] = f.Get(n)
 	}
-	refusedBefore := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected))
+	refusedBefore := testutil.ToFloat64(deletionsRefused.WithLabelValues(refusedPoolDisconnected))
 
 	if err := f.Sim.DisconnectPool(f.Pool); err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestPoolDisconnectedNoDeletion(t *testing.T) {
 	if !f.HasTaint(hn, node.TaintShutdown, corev1.TaintEffectNoSchedule) {
 		t.Fatal("shutdown taint lifted while the pool is disconnected")
 	}
-	refused := testenv.CounterValue(t, deletionsRefused.WithLabelValues(refusedPoolDisconnected)) - refusedBefore
+	refused := testutil.ToFloat64(deletionsRefused.WithLabelValues(refusedPoolDisconnected)) - refusedBefore
 	if refused < float64(len(names)) {
 		t.Errorf("refusals counted: %v, want at least %d", refused, len(names))
 	}
@@ -668,7 +669,7 @@ func TestDeletionWaitsForTheSettleTime(t *testing.T) {
 	}
 	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
 	settling := deletionsRefused.WithLabelValues(refusedSettling)
-	refusedBefore := testenv.CounterValue(t, settling)
+	refusedBefore := testutil.ToFloat64(settling)
 	reads := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm)
 
 	if res := f.reconcile(n); res.RequeueAfter != f.SettleTime {
@@ -681,7 +682,7 @@ func TestDeletionWaitsForTheSettleTime(t *testing.T) {
 	if !f.Exists(n) {
 		t.Fatal("Node deleted before its VM's absence settled")
 	}
-	if d := testenv.CounterValue(t, settling) - refusedBefore; d != 2 {
+	if d := testutil.ToFloat64(settling) - refusedBefore; d != 2 {
 		t.Errorf("%s refusals grew by %v, want 2", refusedSettling, d)
 	}
 	if d := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm) - reads; d != 0 {

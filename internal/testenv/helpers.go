@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"regexp"
@@ -14,8 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // FreeLoopbackAddr returns 127.0.0.1:port with a TCP port that was free a moment ago.
@@ -89,16 +89,8 @@ func (b *SyncBuffer) Len() int {
 
 // Poll calls cond every 10 ms until it holds (true) or the timeout passes (false).
 func Poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return cond(), nil }) == nil
 }
 
 // Eventually polls cond every 10 ms and fails the test unless it holds within timeout.
@@ -113,27 +105,13 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // error cond returned unless that happens within timeout.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var last error
+	if wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = cond()
+		return last == nil, nil
+	}) != nil {
+		t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, last)
 	}
-}
-
-// CounterValue reads a counter.
-func CounterValue(t testing.TB, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 var (

@@ -377,35 +377,30 @@ func count(m map[string]int, name string, d int) {
 }
 
 func (b *builder) putHost(id string, h *xo.Host) {
-	if !b.hostsCopied {
-		b.s.hosts, b.s.hostNames = maps.Clone(b.s.hosts), maps.Clone(b.s.hostNames)
-		b.hostsCopied = true
-	}
-	if old := b.s.hosts[id]; old != nil {
-		count(b.s.hostNames, old.NameLabel, -1)
-	}
-	if h == nil {
-		delete(b.s.hosts, id)
-		return
-	}
-	b.s.hosts[id] = h
-	count(b.s.hostNames, h.NameLabel, 1)
+	putNamed(&b.s.hosts, &b.s.hostNames, &b.hostsCopied, id, h, func(h *xo.Host) string { return h.NameLabel })
 }
 
 func (b *builder) putPool(id string, p *xo.Pool) {
-	if !b.poolsCopied {
-		b.s.pools, b.s.poolNames = maps.Clone(b.s.pools), maps.Clone(b.s.poolNames)
-		b.poolsCopied = true
+	putNamed(&b.s.pools, &b.s.poolNames, &b.poolsCopied, id, p, func(p *xo.Pool) string { return p.NameLabel })
+}
+
+// putNamed sets objs[id] to v, or deletes it when v is nil, keeping names (how many objects
+// have each name) in step. The two maps are cloned first unless copied says the builder has
+// its own copies already.
+func putNamed[T any](objs *map[string]*T, names *map[string]int, copied *bool, id string, v *T, name func(*T) string) {
+	if !*copied {
+		*objs, *names = maps.Clone(*objs), maps.Clone(*names)
+		*copied = true
 	}
-	if old := b.s.pools[id]; old != nil {
-		count(b.s.poolNames, old.NameLabel, -1)
+	if old := (*objs)[id]; old != nil {
+		count(*names, name(old), -1)
 	}
-	if p == nil {
-		delete(b.s.pools, id)
+	if v == nil {
+		delete(*objs, id)
 		return
 	}
-	b.s.pools[id] = p
-	count(b.s.poolNames, p.NameLabel, 1)
+	(*objs)[id] = v
+	count(*names, name(v), 1)
 }
 
 // disconnect records that XO lost the pool: it is neither connected nor trusted until a

@@ -1,87 +1,48 @@
 package xosim
 
 import (
-	"crypto/rand"
-	"crypto/sha1" //nolint:gosec // name-based UUIDs (RFC 9562 version 5) are defined with SHA-1.
-	"encoding/hex"
 	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// newUUID returns a random (version 4) UUID in lower-case canonical form.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms.
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b)
-}
+// nameSpace is the namespace of the simulator's name-based UUIDs.
+var nameSpace = uuid.MustParse("5d1b7a0e-2c4f-4e8a-9b3d-6f0c1e2a7b94")
 
-// nameUUID returns a name-based (version 5 style) UUID derived from the given parts, so that an
+// newUUID returns a random (version 4) UUID in lower-case canonical form.
+func newUUID() string { return uuid.NewString() }
+
+// nameUUID returns a name-based (version 5) UUID derived from the given parts, so that an
 // inventory file without ids yields the same ids on every run.
 func nameUUID(parts ...string) string {
-	h := sha1.New() //nolint:gosec // see import comment.
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	var b [16]byte
-	copy(b[:], h.Sum(nil))
-	b[6] = b[6]&0x0f | 0x50
-	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b)
+	return uuid.NewSHA1(nameSpace, []byte(strings.Join(parts, "\x00"))).String()
 }
 
-func formatUUID(b [16]byte) string {
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
-}
-
-// parseUUID decodes a canonical UUID (any case). ok is false when s is not one.
-func parseUUID(s string) (b [16]byte, ok bool) {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return b, false
-	}
-	h := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(b[:], []byte(h)); err != nil {
-		return b, false
-	}
-	return b, true
-}
-
-// isUUID reports whether s is a canonical UUID.
+// isUUID reports whether s is a UUID in canonical 8-4-4-4-12 form, either case (uuid.Parse
+// also takes the urn: and braced forms, which XO never gives).
 func isUUID(s string) bool {
-	_, ok := parseUUID(s)
+	_, ok := node.NormalizeUUID(s)
 	return ok
 }
 
 // SwapUUID returns id with its first three fields byte-swapped (lower case), which is what a
 // UEFI (OVMF) guest reports as its DMI system UUID, and so what kubelet puts in
-// node.status.nodeInfo.systemUUID (reference §5). Applying it twice gives back the original.
-// A string that is not a UUID is returned unchanged.
+// node.status.nodeInfo.systemUUID (reference §5): node.SwapUUID, which the controller matches
+// with. Applying it twice gives back the original. A string that is not a UUID is returned
+// unchanged.
 func SwapUUID(id string) string {
-	b, ok := parseUUID(id)
-	if !ok {
-		return id
+	if s, ok := node.SwapUUID(id); ok {
+		return s
 	}
-	b[0], b[1], b[2], b[3] = b[3], b[2], b[1], b[0]
-	b[4], b[5] = b[5], b[4]
-	b[6], b[7] = b[7], b[6]
-	return formatUUID(b)
+	return id
 }
 
 // normalizeUUID lower-cases a UUID; other strings are returned unchanged.
 func normalizeUUID(s string) string {
-	if isUUID(s) {
-		return strings.ToLower(s)
+	if n, ok := node.NormalizeUUID(s); ok {
+		return n
 	}
 	return s
 }
