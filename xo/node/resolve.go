@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -302,57 +301,6 @@ func resolveAddresses(idx Index, n *corev1.Node) (*xo.VM, int, bool) {
 		return nil, 0, removed
 	}
 	return first, 1 + len(extra), removed
-}
-
-// matchableIP returns the canonical form of an address worth matching on: not loopback,
-// link-local, multicast or unspecified (those are shared by every machine).
-func matchableIP(s string) (string, bool) {
-	a, canon, ok := canonicalIP(s)
-	if !ok || !usableAddr(a) {
-		return "", false
-	}
-	return canon, true
-}
-
-// usableAddr reports whether an address identifies a machine: not loopback, link-local,
-// multicast or unspecified.
-func usableAddr(a netip.Addr) bool {
-	return !a.IsLoopback() && !a.IsLinkLocalUnicast() && !a.IsLinkLocalMulticast() &&
-		!a.IsMulticast() && !a.IsUnspecified() && !a.IsInterfaceLocalMulticast()
-}
-
-// canonicalIP parses an IPv4 or IPv6 address (surrounding spaces allowed, no zone) and returns
-// it with its canonical text, the same as net.ParseIP(s).String(): IPv4-mapped IPv6 addresses
-// are written as IPv4. It does not allocate when s is already canonical.
-func canonicalIP(s string) (netip.Addr, string, bool) {
-	s = strings.TrimSpace(s)
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.Addr{}, "", false
-	}
-	a = a.Unmap()
-	var buf [64]byte
-	out := a.AppendTo(buf[:0])
-	if string(out) == s {
-		return a, s, true
-	}
-	return a, string(out), true
-}
-
-// forEachCSV calls fn for every non-empty, space-trimmed item of a comma-separated list,
-// without allocating.
-func forEachCSV(s string, fn func(string)) {
-	for s != "" {
-		item := s
-		if i := strings.IndexByte(s, ','); i >= 0 {
-			item, s = s[:i], s[i+1:]
-		} else {
-			s = ""
-		}
-		if item = strings.TrimSpace(item); item != "" {
-			fn(item)
-		}
-	}
 }
 
 // CandidateUUIDs returns the VM uuids a Node may belong to, for a caller that wants to GET a VM

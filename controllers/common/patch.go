@@ -1,7 +1,3 @@
-// Package common holds what the three node controllers share: the Node cache trimming, the
-// Node indexes, the sources that turn XO inventory changes and the periodic resync into
-// reconcile requests, the registration, the reconcile loggers, the optimistic-lock patches, and
-// the retry timing.
 package common
 
 import (
@@ -9,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -88,26 +82,4 @@ func patchNotApplicable(err error) bool {
 	}
 	d := status.Status().Details
 	return d == nil || len(d.Causes) == 0
-}
-
-// Retryable reports a failed write worth retrying quietly: an optimistic-lock conflict, or a
-// Node deleted meanwhile (the next Get sees it gone).
-func Retryable(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
-}
-
-// IsReady reports whether the Node's Ready condition is True.
-func IsReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// NewBackoff returns the per-Node retry delays of a controller: base, doubling on each
-// consecutive failure up to max; Forget a Node once it succeeds.
-func NewBackoff(base, max time.Duration) workqueue.TypedRateLimiter[string] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](base, max)
 }
