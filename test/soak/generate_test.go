@@ -9,11 +9,11 @@ import (
 // TestGenerate: the schedule depends on the seed alone, and the CI run's schedule has every
 // kind of step.
 func TestGenerate(t *testing.T) {
-	a, b := Generate(ciSeed, ciDuration, defaultPoolLoad), Generate(ciSeed, ciDuration, defaultPoolLoad)
+	a, b := Generate(ciSeed, ciDuration, ciOptions), Generate(ciSeed, ciDuration, ciOptions)
 	if !reflect.DeepEqual(a.Steps, b.Steps) || !reflect.DeepEqual(a.VMs, b.VMs) || !reflect.DeepEqual(a.Nodes, b.Nodes) {
 		t.Fatal("two schedules from the same seed differ")
 	}
-	if c := Generate(ciSeed+1, ciDuration, defaultPoolLoad); reflect.DeepEqual(a.Steps, c.Steps) {
+	if c := Generate(ciSeed+1, ciDuration, ciOptions); reflect.DeepEqual(a.Steps, c.Steps) {
 		t.Fatal("two seeds give the same schedule")
 	}
 	counts := map[string]int{}

@@ -189,7 +189,9 @@ type gen struct {
 	ciMode   bool
 	killBusy time.Duration // no kill before this offset (a killed replica restarts first)
 	load     time.Duration // the longest time XO takes to load a pool's VMs (poolLoad)
-	apiBusy  time.Duration // no kube-apiserver restart before this offset (one a minute at most)
+	// moveHidden lets VMs move from or to a pool XO does not hold (SOAK_MOVE_HIDDEN).
+	moveHidden bool
+	apiBusy    time.Duration // no kube-apiserver restart before this offset (one a minute at most)
 }
 
 // Schedule is the generated run: the initial estate (VMs and the Nodes registered before the
@@ -197,7 +199,7 @@ type gen struct {
 type Schedule struct {
 	Seed     uint64
 	Duration time.Duration
-	PoolLoad time.Duration
+	Options  Options
 	Quiet    time.Duration // offset of the quiet step
 	VMs      []*genVM      // every VM the run will ever have (ids and initial state of the first ones)
 	Initial  int           // VMs[:Initial] exist at the start
@@ -234,10 +236,19 @@ const (
 // 5s (with settleTime 3 s) makes the controller delete Nodes whose VMs XO had not loaded yet.
 const defaultPoolLoad = 2 * time.Second
 
-// Generate builds the schedule of a run of duration d from seed; poolLoad bounds XO's loading
-// of a reconnected pool (defaultPoolLoad).
-func Generate(seed uint64, d, poolLoad time.Duration) *Schedule {
-	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed5eed)), active: map[string]time.Duration{}, hosts: hostDefs(), load: poolLoad}
+// Options are the knobs of a schedule besides its seed and duration.
+type Options struct {
+	// PoolLoad bounds XO's loading of a reconnected pool (defaultPoolLoad).
+	PoolLoad time.Duration
+	// MoveHidden lets VMs move between pools while XO does not hold one of them (a move made
+	// with XAPI, outside XO); off, VMs move only between pools XO holds, as XO migrates them.
+	MoveHidden bool
+}
+
+// Generate builds the schedule of a run of duration d from seed.
+func Generate(seed uint64, d time.Duration, o Options) *Schedule {
+	poolLoad := o.PoolLoad
+	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed5eed)), active: map[string]time.Duration{}, hosts: hostDefs(), load: poolLoad, moveHidden: o.MoveHidden}
 	g.pools = make([]string, len(poolDefs))
 	for i := range g.pools {
 		g.pools[i] = poolConnected
@@ -287,7 +298,7 @@ func Generate(seed uint64, d, poolLoad time.Duration) *Schedule {
 	for i := range g.steps {
 		g.steps[i].Seq = i + 1
 	}
-	return &Schedule{Seed: seed, Duration: d, PoolLoad: poolLoad, Quiet: quiet, VMs: g.vms, Initial: initial, Nodes: g.nodes, InitialN: initialN, Steps: g.steps}
+	return &Schedule{Seed: seed, Duration: d, Options: o, Quiet: quiet, VMs: g.vms, Initial: initial, Nodes: g.nodes, InitialN: initialN, Steps: g.steps}
 }
 
 func (g *gen) add(s Step) { g.steps = append(g.steps, s) }
@@ -610,7 +621,7 @@ func (g *gen) vmChurn(at time.Duration) {
 		}
 		v := g.vms[vm]
 		h := pick(g.r, g.hosts, func(p int) bool {
-			return poolDefs[p].server == poolDefs[v.pool].server && poolDefs[p].inScope == poolDefs[v.pool].inScope
+			return poolDefs[p].server == poolDefs[v.pool].server && poolDefs[p].inScope == poolDefs[v.pool].inScope && g.movable(v.pool, p)
 		})
 		if h < 0 || h == v.host {
 			return
@@ -666,7 +677,7 @@ func (g *gen) vmChurn(at time.Duration) {
 		}
 		v := g.vms[vm]
 		h := pick(g.r, g.hosts, func(p int) bool {
-			return p != v.pool && poolDefs[p].server == poolDefs[v.pool].server && poolDefs[p].inScope == poolDefs[v.pool].inScope
+			return p != v.pool && poolDefs[p].server == poolDefs[v.pool].server && poolDefs[p].inScope == poolDefs[v.pool].inScope && g.movable(v.pool, p)
 		})
 		if h < 0 {
 			return
@@ -734,6 +745,13 @@ func (g *gen) xoFault(at time.Duration) {
 			g.add(Step{At: at, Kind: actServerRemove, Pool: p})
 		}
 	}
+}
+
+// movable reports whether a VM may move from pool from to pool to: XO migrates between pools
+// it holds, so both must be connected, unless moveHidden (a move made outside XO, by XAPI,
+// while XO does not hold one of the pools).
+func (g *gen) movable(from, to int) bool {
+	return g.moveHidden || (g.visible(from) && g.visible(to))
 }
 
 // busyServer reports whether one of the server's pools is already out: one pool at a time per

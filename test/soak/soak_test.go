@@ -54,7 +54,9 @@
 // (the controller trusts a pool's absences one settle time after XO shows it; with 5 s loads it
 // deletes Nodes whose VMs XO has not loaded yet); and the API server's own faults stop 90 s
 // before each quiet step (client-go's reflector backoff keeps a watch down up to a minute after
-// them, longer than the convergence bound).
+// them, longer than the convergence bound). VMs move only between pools XO holds, as XO
+// migrates them; SOAK_MOVE_HIDDEN=1 also moves them while XO does not hold one of the pools (a
+// move made with XAPI), and the controller then deletes Nodes of VMs that moved, not went.
 //
 //	go test ./test/soak/                                           # the CI run: seed 24, 5 minutes
 //	make soak SEED=42 DURATION=60m                                 # any seed and duration
@@ -63,7 +65,8 @@
 // A violation is printed when it happens, with the seed, the replay command, the objects
 // involved and, for the first, the last steps executed; the run goes on (SOAK_STOP_ON_VIOLATION
 // stops it) and fails at the end. steps.log in SOAK_LOGDIR lists every step executed with the
-// test's notes. The same seed, duration and SOAK_POOL_LOAD give the same schedule; the timing
+// test's notes. The same seed, duration, SOAK_POOL_LOAD and SOAK_MOVE_HIDDEN give the same
+// schedule (the replay command printed includes them); the timing
 // of the system under test is not deterministic, so a replay meets the same steps at the same
 // offsets, not necessarily the same interleaving with the controller.
 package soak_test
@@ -194,15 +197,20 @@ type sample struct {
 	rss        float64
 }
 
-func envDuration(t *testing.T) (uint64, time.Duration, time.Duration) {
-	seed, d, load := uint64(ciSeed), ciDuration, defaultPoolLoad
+// ciOptions are the schedule options of every run unless SOAK_POOL_LOAD or SOAK_MOVE_HIDDEN
+// say otherwise.
+var ciOptions = Options{PoolLoad: defaultPoolLoad}
+
+func envDuration(t *testing.T) (uint64, time.Duration, Options) {
+	seed, d, o := uint64(ciSeed), ciDuration, ciOptions
 	if s := os.Getenv("SOAK_POOL_LOAD"); s != "" {
 		v, err := time.ParseDuration(s)
 		if err != nil {
 			t.Fatalf("SOAK_POOL_LOAD=%q: %v", s, err)
 		}
-		load = v
+		o.PoolLoad = v
 	}
+	o.MoveHidden = os.Getenv("SOAK_MOVE_HIDDEN") != ""
 	if s := os.Getenv("SOAK_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -217,21 +225,18 @@ func envDuration(t *testing.T) (uint64, time.Duration, time.Duration) {
 		}
 		d = v
 	}
-	return seed, d, load
+	return seed, d, o
 }
 
 func TestSoak(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
-	seed, dur, load := envDuration(t)
+	seed, dur, opts := envDuration(t)
 	if testing.Short() && os.Getenv("SOAK_SEED") == "" {
 		t.Skip("the soak takes minutes; -short skips it")
 	}
-	sched := Generate(seed, dur, load)
-	replay := fmt.Sprintf("make soak SEED=%d DURATION=%s", seed, dur)
-	if load != defaultPoolLoad {
-		replay = fmt.Sprintf("SOAK_POOL_LOAD=%s %s", load, replay)
-	}
-	t.Logf("soak: seed %d, duration %s, XO loads a reconnected pool within %s, %d steps (replay: %s)", seed, dur, load, len(sched.Steps), replay)
+	sched := Generate(seed, dur, opts)
+	t.Logf("soak: seed %d, duration %s, XO loads a reconnected pool within %s, VMs move between pools XO does not hold: %v, %d steps (replay: %s)",
+		seed, dur, opts.PoolLoad, opts.MoveHidden, len(sched.Steps), sched.replay())
 	if os.Getenv("SOAK_PRINT") != "" {
 		for _, s := range sched.Steps {
 			t.Log(s)
@@ -1025,12 +1030,8 @@ func (r *runner) violation(v Violation) {
 	r.failed = true
 	done := slices.Clone(r.done)
 	r.mu.Unlock()
-	replay := fmt.Sprintf("make soak SEED=%d DURATION=%s", r.sched.Seed, r.sched.Duration)
-	if r.sched.PoolLoad != defaultPoolLoad {
-		replay = fmt.Sprintf("SOAK_POOL_LOAD=%s %s", r.sched.PoolLoad, replay)
-	}
 	msg := fmt.Sprintf("VIOLATION of invariant %d at +%s: %s\n  seed %d, duration %s: replay with %s\n%s",
-		v.Invariant, v.At.Sub(r.start).Round(time.Millisecond), v.What, r.sched.Seed, r.sched.Duration, replay, v.Objects)
+		v.Invariant, v.At.Sub(r.start).Round(time.Millisecond), v.What, r.sched.Seed, r.sched.Duration, r.sched.replay(), v.Objects)
 	if first {
 		from := max(0, len(done)-60)
 		msg += fmt.Sprintf("\n  schedule up to it (last %d of %d steps executed):\n    %s", len(done)-from, len(done), strings.Join(done[from:], "\n    "))
@@ -1433,6 +1434,18 @@ func (r *runner) report() {
 	if f := os.Getenv("SOAK_REPORT"); f != "" {
 		_ = os.WriteFile(f, []byte(b.String()), 0o644)
 	}
+}
+
+// replay is the command that runs the same schedule.
+func (s *Schedule) replay() string {
+	cmd := fmt.Sprintf("make soak SEED=%d DURATION=%s", s.Seed, s.Duration)
+	if s.Options.MoveHidden {
+		cmd = "SOAK_MOVE_HIDDEN=1 " + cmd
+	}
+	if s.Options.PoolLoad != defaultPoolLoad {
+		cmd = fmt.Sprintf("SOAK_POOL_LOAD=%s %s", s.Options.PoolLoad, cmd)
+	}
+	return cmd
 }
 
 // --- small helpers --------------------------------------------------------------------------
