@@ -189,6 +189,9 @@ type gen struct {
 	ciMode   bool
 	killBusy time.Duration // no kill before this offset (a killed replica restarts first)
 	load     time.Duration // the longest time XO takes to load a pool's VMs (poolLoad)
+	// now is the offset being generated; poolBack is when each pool's staged reconnection ends.
+	now      time.Duration
+	poolBack map[int]time.Duration
 	// moveHidden lets VMs move from or to a pool XO does not hold (SOAK_MOVE_HIDDEN).
 	moveHidden bool
 	apiBusy    time.Duration // no kube-apiserver restart before this offset (one a minute at most)
@@ -248,7 +251,8 @@ type Options struct {
 // Generate builds the schedule of a run of duration d from seed.
 func Generate(seed uint64, d time.Duration, o Options) *Schedule {
 	poolLoad := o.PoolLoad
-	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed5eed)), active: map[string]time.Duration{}, hosts: hostDefs(), load: poolLoad, moveHidden: o.MoveHidden}
+	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed5eed)), active: map[string]time.Duration{}, hosts: hostDefs(), load: poolLoad, moveHidden: o.MoveHidden,
+		poolBack: map[int]time.Duration{}}
 	g.pools = make([]string, len(poolDefs))
 	for i := range g.pools {
 		g.pools[i] = poolConnected
@@ -285,6 +289,7 @@ func Generate(seed uint64, d time.Duration, o Options) *Schedule {
 		// Churn stops a few seconds before each quiet step, so that the kubelets' follow-up
 		// steps (Ready a moment after a VM starts) land before it too.
 		for at < q-6*time.Second {
+			g.now = at
 			g.endFaultsBefore(at)
 			g.step(at, q)
 			// One action every 150–650 ms.
@@ -396,8 +401,9 @@ func pick[T any](r *rand.Rand, xs []T, ok func(T) bool) int {
 	return cand[r.IntN(len(cand))]
 }
 
-// visible reports whether XO holds pool p's objects in the model.
-func (g *gen) visible(p int) bool { return g.pools[p] == poolConnected }
+// visible reports whether XO holds pool p's objects in the model, its staged reconnection
+// over.
+func (g *gen) visible(p int) bool { return g.pools[p] == poolConnected && g.now >= g.poolBack[p] }
 
 // endFaultsBefore writes the end steps of the fault windows that end before at.
 func (g *gen) endFaultsBefore(at time.Duration) {
@@ -439,6 +445,7 @@ func (g *gen) endFaultsBefore(at time.Duration) {
 			t += load * time.Duration(weights[n]) / time.Duration(sum)
 			g.add(Step{At: t, Kind: actPoolReconnect, Pool: pool})
 			g.pools[pool] = poolConnected
+			g.poolBack[pool] = t
 		case actServerDisable, actServerRemove:
 			g.add(Step{At: end, Kind: kind, End: true, Pool: pool})
 			g.pools[pool] = poolConnected
@@ -757,8 +764,8 @@ func (g *gen) movable(from, to int) bool {
 // busyServer reports whether one of the server's pools is already out: one pool at a time per
 // XO keeps every run with a pool to match against.
 func (g *gen) busyServer(s int) bool {
-	for p, st := range g.pools {
-		if poolDefs[p].server == s && st != poolConnected {
+	for p := range g.pools {
+		if poolDefs[p].server == s && !g.visible(p) {
 			return true
 		}
 	}

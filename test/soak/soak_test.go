@@ -821,20 +821,22 @@ func (r *runner) exec(s Step) {
 	case actPoolRevealVMs:
 		_, err = r.est.sim(s.Pool).RevealVMs(r.est.poolIDs[s.Pool], s.N)
 	case actPoolReconnect:
-		err = r.est.sim(s.Pool).ReconnectPool(r.est.poolIDs[s.Pool])
-		r.setHidden(s.Pool, false)
+		if err = r.est.sim(s.Pool).ReconnectPool(r.est.poolIDs[s.Pool]); err == nil {
+			r.setHidden(s.Pool, false)
+		}
 	case actServerDisable:
 		if !s.End {
 			r.setHidden(s.Pool, true)
 		}
 		err = r.est.sim(s.Pool).SetServerEnabled(r.est.poolIDs[s.Pool], s.End)
-		if s.End {
+		if s.End && err == nil {
 			r.setHidden(s.Pool, false)
 		}
 	case actServerRemove:
 		if s.End {
-			_, err = r.est.sim(s.Pool).AddServer(r.est.poolIDs[s.Pool])
-			r.setHidden(s.Pool, false)
+			if _, err = r.est.sim(s.Pool).AddServer(r.est.poolIDs[s.Pool]); err == nil {
+				r.setHidden(s.Pool, false)
+			}
 		} else {
 			r.setHidden(s.Pool, true)
 			err = r.est.sim(s.Pool).RemoveServer(r.est.poolIDs[s.Pool])
@@ -1052,6 +1054,21 @@ func (r *runner) converge() {
 	}
 	for _, rp := range r.killed {
 		_ = rp.start()
+	}
+	// A pool a failed step left away comes back (none should: the schedule ends every fault).
+	for p := range poolDefs {
+		r.mu.Lock()
+		hidden := r.hidden[p]
+		r.mu.Unlock()
+		if !hidden {
+			continue
+		}
+		sim, id := r.est.sim(p), r.est.poolIDs[p]
+		_, _ = sim.AddServer(id)
+		_ = sim.SetServerEnabled(id, true)
+		err := sim.ReconnectPool(id)
+		r.note("quiet: pool %d was still away; reconnected (%v)", p, err)
+		r.setHidden(p, false)
 	}
 	r.api.setThrottle(0)
 	if err := r.waitAPIRestart(); err != nil {
