@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -137,6 +138,8 @@ type NodeController struct {
 	// Resync, when positive, is the period of the backstop look at every wanted Node
 	// (ResyncSource).
 	Resync time.Duration
+	// Clock times Resync; nil is the real clock.
+	Clock clock.Clock
 }
 
 // SetupNodeController registers a Node controller the way all three are: the Node events
@@ -159,7 +162,11 @@ func SetupNodeController(mgr ctrl.Manager, o NodeController, r reconcile.Reconci
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(o.Workers, 1)}).
 		WithLogConstructor(reconcileLogger(lazyLogger(mgr.GetLogger()).WithValues("controller", o.Name)))
 	if o.Resync > 0 {
-		b = b.WatchesRawSource(ResyncSource(nodes, o.Resync, o.Wants))
+		clk := o.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		b = b.WatchesRawSource(ResyncSource(nodes, o.Resync, o.Wants, clk))
 	}
 	return b.Complete(r)
 }
@@ -182,17 +189,17 @@ func reconcileLogger(base logr.Logger) func(*reconcile.Request) logr.Logger {
 // requeue costs a workqueue item per Node all the time, which with thousands of Nodes is
 // megabytes of memory. Low priority keeps the Nodes an event or an XO change enqueues ahead
 // of the sweep.
-func ResyncSource(nodes toolscache.Indexer, period time.Duration, wants func(*corev1.Node) bool) source.Source {
+func ResyncSource(nodes toolscache.Indexer, period time.Duration, wants func(*corev1.Node) bool, clk clock.Clock) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		go func() {
 			logger := log.FromContext(ctx).WithName("resync")
-			t := time.NewTimer(jittered(period))
+			t := clk.NewTimer(jittered(period))
 			defer t.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-t.C:
+				case <-t.C():
 				}
 				if err := enqueue(q, nodes, "", "", wants, handler.LowPriority); err != nil {
 					logger.Error(err, "Cannot list the Nodes to look at again")

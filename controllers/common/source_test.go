@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -33,13 +34,15 @@ func TestResyncSourceLooksAgain(t *testing.T) {
 		looks[req.Name]++
 		return ctrl.Result{}, nil
 	})
-	const period = 200 * time.Millisecond
+	const period = time.Minute
+	clk := clocktesting.NewFakeClock(time.Now())
 	err := common.SetupNodeController(mgr, common.NodeController{
 		Name:      "resync-test",
 		Wants:     func(n *corev1.Node) bool { return n.Name != "unwanted" },
 		Predicate: predicate.Funcs{},
 		Estate:    inventory.NewEstate(0),
 		Resync:    period,
+		Clock:     clk,
 	}, r)
 	if err != nil {
 		t.Fatal(err)
@@ -50,22 +53,25 @@ func TestResyncSourceLooksAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	// The CREATE event is one look; every further one comes from the resync source.
-	deadline := time.Now().Add(30 * period)
-	for {
+	lookCount := func(name string) int {
 		mu.Lock()
-		wanted, unwanted := looks["wanted"], looks["unwanted"]
-		mu.Unlock()
-		if unwanted != 0 {
-			t.Fatalf("%d looks at a Node the controller does not want", unwanted)
+		defer mu.Unlock()
+		return looks[name]
+	}
+
+	// The CREATE event is one look; each further one comes from the resync source, once per
+	// period (plus up to a tenth of it) of the fake clock, and only then.
+	testenv.Eventually(t, 10*time.Second, "the look of the CREATE event", func() bool { return lookCount("wanted") == 1 })
+	for want := 2; want <= 4; want++ {
+		testenv.Eventually(t, 10*time.Second, "the resync timer", clk.HasWaiters)
+		clk.Step(period - time.Second)
+		if got := lookCount("wanted"); got != want-1 {
+			t.Fatalf("%d looks before a period passed, want %d", got, want-1)
 		}
-		if wanted >= 4 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d looks at the wanted Node in %s with a %s resync period, want at least 4", wanted, 30*period, period)
-		}
-		time.Sleep(period / 4)
+		clk.Step(period/10 + time.Second)
+		testenv.Eventually(t, 10*time.Second, "a look once the period passed", func() bool { return lookCount("wanted") == want })
+	}
+	if n := lookCount("unwanted"); n != 0 {
+		t.Fatalf("%d looks at a Node the controller does not want", n)
 	}
 }

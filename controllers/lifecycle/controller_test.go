@@ -904,7 +904,10 @@ func TestVMMovedToALostPoolNoDeletion(t *testing.T) {
 	}
 	f.WaitInventory("pool B dropped", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil && !s.PoolConnected(poolB) })
 	// Past the VM's tombstone, pool A alone would vouch for its absence.
-	time.Sleep(2 * f.SettleTime)
+	f.WaitInventory("pool A vouching for the VM's absence", func(s *inventory.Snapshot) bool {
+		wait, ok := s.AbsenceWait(vm, f.Pool)
+		return ok && wait == 0
+	})
 	f.Relist()
 	if f.reconcileUntilGone(n.Name, 3*time.Second) {
 		t.Fatal("Node deleted while its VM's pool (B) is disconnected: the absence was vouched for by the providerID's pool A")
@@ -974,10 +977,7 @@ func TestNoTaintFromAStaleInventory(t *testing.T) {
 	f.reconcile(n.Name)
 
 	restore := f.Refuse()
-	time.Sleep(500 * time.Millisecond)
-	if f.Inventory.Snapshot().Fresh() {
-		t.Fatal("setup: inventory still fresh")
-	}
+	testenv.Eventually(t, 5*time.Second, "the inventory stale", func() bool { return !f.Inventory.Snapshot().Fresh() })
 	if err := f.Sim.SetPowerState(vm, running); err != nil {
 		t.Fatal(err)
 	}
