@@ -133,3 +133,27 @@ func TestOracleLateDeletion(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckGrowth: becoming leader is no growth; a leader whose goroutines triple is.
+func TestCheckGrowth(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		samples []sample
+		want    bool
+	}{
+		{"follower, then leader", []sample{{at: 0, goroutines: 90}, {at: time.Minute, goroutines: 340, leading: true}, {at: 4 * time.Minute, goroutines: 345, leading: true}}, false},
+		{"a leader growing", []sample{{at: 0, goroutines: 340, leading: true}, {at: 3 * time.Minute, goroutines: 1100, leading: true}}, true},
+		{"RSS tripled", []sample{{at: 0, rss: 40 << 20}, {at: 3 * time.Minute, rss: 200 << 20}}, true},
+		{"too short to tell", []sample{{at: 0, goroutines: 90}, {at: time.Minute, goroutines: 900}}, false},
+	} {
+		r := &runner{o: newOracle(time.Second)}
+		for _, s := range tc.samples {
+			s.replica, s.start = "replica-a", 1
+			r.samples = append(r.samples, s)
+		}
+		r.checkGrowth()
+		if got := len(r.o.viol) > 0; got != tc.want {
+			t.Errorf("%s: violation %v, want %v (%+v)", tc.name, got, tc.want, r.o.viol)
+		}
+	}
+}

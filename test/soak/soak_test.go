@@ -195,6 +195,7 @@ type sample struct {
 	start      int
 	goroutines float64
 	rss        float64
+	leading    bool
 }
 
 // ciOptions are the schedule options of every run unless SOAK_POOL_LOAD or SOAK_MOVE_HIDDEN
@@ -1225,7 +1226,8 @@ func (r *runner) sampleMetrics() {
 		rp.mu.Unlock()
 		r.mu.Lock()
 		r.samples = append(r.samples, sample{at: time.Since(r.start), replica: rp.name, start: starts,
-			goroutines: metricValue(body, "go_goroutines"), rss: metricValue(body, "process_resident_memory_bytes")})
+			goroutines: metricValue(body, "go_goroutines"), rss: metricValue(body, "process_resident_memory_bytes"),
+			leading: metricValue(body, "leader_election_master_status") == 1})
 		r.mu.Unlock()
 	}
 }
@@ -1304,9 +1306,9 @@ func (r *runner) writeSteps() {
 	defer r.mu.Unlock()
 	_ = os.WriteFile(filepath.Join(r.logDir, "steps.log"), []byte(strings.Join(r.done, "\n")+"\n"), 0o644)
 	var b strings.Builder
-	b.WriteString("seconds,replica,incarnation,go_goroutines,process_resident_memory_bytes\n")
+	b.WriteString("seconds,replica,incarnation,leading,go_goroutines,process_resident_memory_bytes\n")
 	for _, s := range r.samples {
-		fmt.Fprintf(&b, "%.0f,%s,%d,%.0f,%.0f\n", s.at.Seconds(), s.replica, s.start, s.goroutines, s.rss)
+		fmt.Fprintf(&b, "%.0f,%s,%d,%v,%.0f,%.0f\n", s.at.Seconds(), s.replica, s.start, s.leading, s.goroutines, s.rss)
 	}
 	_ = os.WriteFile(filepath.Join(r.logDir, "metrics.csv"), []byte(b.String()), 0o644)
 }
@@ -1332,11 +1334,13 @@ func findToken(token string, data []byte) []int {
 	return at
 }
 
-// checkGrowth compares, for each incarnation of a replica that lived long enough, the
-// goroutines and RSS a minute after its start with its last sample.
+// checkGrowth compares, for each incarnation of a replica, its first and last samples in the
+// role it ended in (a replica that becomes leader starts its controllers' workers: a step of a
+// few hundred goroutines that is no growth), when they are two minutes apart or more.
 func (r *runner) checkGrowth() {
 	type span struct{ first, last *sample }
 	spans := map[string]*span{}
+	var keys []string
 	for i := range r.samples {
 		s := &r.samples[i]
 		k := fmt.Sprintf("%s#%d", s.replica, s.start)
@@ -1344,21 +1348,23 @@ func (r *runner) checkGrowth() {
 		if sp == nil {
 			sp = &span{}
 			spans[k] = sp
+			keys = append(keys, k)
 		}
-		if sp.first == nil {
-			sp.first = s
+		if sp.first == nil || sp.first.leading != s.leading {
+			sp.first = s // a new role starts the comparison over
 		}
 		sp.last = s
 	}
-	for k, sp := range spans {
+	for _, k := range keys {
+		sp := spans[k]
 		if sp.last.at-sp.first.at < 2*time.Minute {
 			continue
 		}
 		if sp.last.goroutines > 1.5*sp.first.goroutines+50 {
-			r.o.violate(6, fmt.Sprintf("%s: goroutines grew from %.0f to %.0f", k, sp.first.goroutines, sp.last.goroutines), "")
+			r.o.violate(6, fmt.Sprintf("%s: goroutines grew from %.0f to %.0f in %s (leading: %v)", k, sp.first.goroutines, sp.last.goroutines, sp.last.at-sp.first.at, sp.last.leading), "")
 		}
 		if sp.last.rss > 2*sp.first.rss+64<<20 {
-			r.o.violate(6, fmt.Sprintf("%s: RSS grew from %.0f MiB to %.0f MiB", k, sp.first.rss/(1<<20), sp.last.rss/(1<<20)), "")
+			r.o.violate(6, fmt.Sprintf("%s: RSS grew from %.0f MiB to %.0f MiB in %s", k, sp.first.rss/(1<<20), sp.last.rss/(1<<20), sp.last.at-sp.first.at), "")
 		}
 	}
 }
