@@ -245,7 +245,7 @@ func (o *oracle) observe(old, n *corev1.Node) {
 	} else if rec.notReadySince.IsZero() {
 		rec.notReadySince = now
 	}
-	if n.Spec.ProviderID != "" && rec.providerSeenAt.IsZero() {
+	if node.IsOurs(n.Spec.ProviderID) && rec.providerSeenAt.IsZero() {
 		rec.providerSeenAt = now
 	}
 	if rec.kind == kindIgnored || rec.kind == kindIgnoredSel || rec.kind == kindForeign {
@@ -476,6 +476,9 @@ func (o *oracle) deleted(n *corev1.Node, vmExists func(id string) bool) {
 // deletable returns since when the Node may be deleted (its VM gone as XO shows it, the Node
 // NotReady and with a providerID), zero when it may not.
 func (o *oracle) deletable(rec *nodeRec) time.Time {
+	if rec.kind == kindIgnored || rec.kind == kindIgnoredSel || rec.kind == kindForeign {
+		return time.Time{} // never the controller's to delete
+	}
 	h := o.hist[rec.vm]
 	if len(h) == 0 || h[len(h)-1].st.exists || h[len(h)-1].visibleAt.IsZero() || rec.notReadySince.IsZero() || rec.providerSeenAt.IsZero() {
 		return time.Time{}

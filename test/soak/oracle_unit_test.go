@@ -115,7 +115,11 @@ func TestOracle(t *testing.T) {
 // a violation; with a fault in the window it is not.
 func TestOracleLateDeletion(t *testing.T) {
 	const vm = "11111111-1111-4111-8111-111111111111"
-	for _, withFault := range []bool{false, true} {
+	for _, tc := range []struct {
+		withFault bool
+		kind      string
+	}{{false, kindUUID}, {true, kindUUID}, {false, kindForeign}, {false, kindIgnored}} {
+		withFault := tc.withFault || tc.kind != kindUUID // the cases that must not be reported
 		o := newOracle(time.Second)
 		o.record(vm, vmState{exists: true, pool: "p"}, true)
 		o.record(vm, vmState{}, true)
@@ -123,13 +127,13 @@ func TestOracleLateDeletion(t *testing.T) {
 		o.hist[vm][1].at, o.hist[vm][1].visibleAt = long, long
 		n := testenv.KubeletNode("n1", testenv.WithReady(false))
 		n.UID = "u1"
-		o.nodes["n1"] = &nodeRec{name: "n1", vm: vm, uid: "u1", exists: true, lastSeen: n, notReadySince: long, providerSeenAt: long}
-		if withFault {
+		o.nodes["n1"] = &nodeRec{name: "n1", vm: vm, uid: "u1", kind: tc.kind, exists: true, lastSeen: n, notReadySince: long, providerSeenAt: long}
+		if tc.withFault {
 			o.faultOn("xo")
 		}
 		o.checkLate(10 * time.Second)
 		if got := len(o.viol) > 0; got == withFault {
-			t.Errorf("with a fault %v: violations %+v", withFault, o.viol)
+			t.Errorf("%+v: violations %+v", tc, o.viol)
 		}
 	}
 }
