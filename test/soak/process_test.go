@@ -20,13 +20,29 @@ var (
 	buildOnce sync.Once
 	buildPath string
 	buildErr  error
+	binDir    string
 )
 
-// ccmBinary builds ./cmd/xenorchestra-cloud-controller-manager once per test run into dir and
-// returns its path (as test/e2e does).
-func ccmBinary(t *testing.T, dir string) string {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// ccmBinary builds ./cmd/xenorchestra-cloud-controller-manager once per test binary into a
+// folder of its own (removed when the tests end, see TestMain) and returns its path, as
+// test/e2e does.
+func ccmBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "xo-ccm-soak-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binDir = dir
 		goTool, err := exec.LookPath("go")
 		if err != nil {
 			buildErr = fmt.Errorf("go tool not found: %w", err)
