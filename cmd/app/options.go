@@ -171,7 +171,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Lookup("zap-time-encoding").Usage = "Time encoding of the log lines: 'epoch', 'millis', 'nano', 'iso8601', 'rfc3339' or 'rfc3339nano'. Default 'rfc3339'."
 	fs.Lookup("zap-stacktrace-level").Usage = "Level from which log lines carry a stack trace: 'info', 'error' or 'panic'. Default 'panic': an expected error (XO unreachable, a revoked token) is one line."
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), Description)
+		_, _ = fmt.Fprint(fs.Output(), Description)
 		fs.PrintDefaults()
 	}
 }

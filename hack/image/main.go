@@ -124,7 +124,7 @@ func run(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		if binPath, err = buildPause(dir, o.arch); err != nil {
 			return err
 		}
@@ -150,8 +150,8 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s %s@%s\n", o.out, tag, digest)
-	return nil
+	_, err = fmt.Fprintf(w, "%s %s@%s\n", o.out, tag, digest)
+	return err
 }
 
 // buildPause builds hack/image/pause static for linux/arch into dir and returns its path.
