@@ -992,7 +992,8 @@ func (r *runner) run() {
 	defer func() { close(stop); wg.Wait() }()
 	lastLog := time.Now()
 	for _, s := range r.sched.Steps {
-		if d := time.Until(r.start.Add(s.At)); d > 0 {
+		// The quiet step is taken at once: the convergence is watched from the last step on.
+		if d := time.Until(r.start.Add(s.At)); d > 0 && s.Kind != actQuiet {
 			time.Sleep(d)
 		}
 		if r.isFailed() && os.Getenv("SOAK_STOP_ON_VIOLATION") != "" {
