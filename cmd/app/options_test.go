@@ -290,6 +290,9 @@ func TestOptionsCommandLine(t *testing.T) {
 				"--kube-api-qps: -1 must be a positive finite number\n--workers: 0 must be in [1, 1024]\n"},
 		"check-config, bad flags and config": {args: []string{"--config=" + bad, "--check-config", "--leader-elect-lease-duration=1s"},
 			wantCode: 1, wantStderr: "--leader-elect-*: want 0 < retry-period (2s) < renew-deadline (10s) < lease-duration (1s)\nconfig " + bad},
+		// --help says what the command is, where the docs are, and the log defaults in effect.
+		"help":               {args: []string{"--help"}, wantStderr: Description + "  -check-config"},
+		"help, log defaults": {args: []string{"--help"}, wantStderr: "Default 'rfc3339'."},
 		// As a pod runs it: the Lease's namespace is the pod's.
 		"check-config out of cluster": {args: []string{"--config=" + good, "--check-config"}, inCluster: true, wantStdout: "token: " + config.Redacted},
 	}
@@ -320,6 +323,9 @@ func TestOptionsCommandLine(t *testing.T) {
 			all := stdout.String() + stderr.String()
 			if strings.Contains(all, testToken) {
 				t.Errorf("the token was printed:\n%s", all)
+			}
+			if strings.Contains(all, "Defaults to") {
+				t.Errorf("a flag's help gives controller-runtime's default, not the one in effect:\n%s", all)
 			}
 			// Plain messages: no stack trace, no log lines.
 			if strings.Contains(stderr.String(), ".go:") || strings.Contains(stderr.String(), "goroutine ") || strings.Contains(stderr.String(), `"level"`) {
