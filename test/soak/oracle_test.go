@@ -431,7 +431,7 @@ func withoutSystemTaints(ts []corev1.Taint) []corev1.Taint {
 
 // deleted checks a Node deletion: (1) a Node the test did not delete is deleted only when its
 // VM exists in no XO server.
-func (o *oracle) deleted(n *corev1.Node, vmExists func(id string) bool) {
+func (o *oracle) deleted(n *corev1.Node, tombstone bool, vmExists func(id string) bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	rec := o.nodes[n.Name]
@@ -456,7 +456,9 @@ func (o *oracle) deleted(n *corev1.Node, vmExists func(id string) bool) {
 	if rec.kind == kindIgnored || rec.kind == kindIgnoredSel || rec.kind == kindForeign {
 		o.violate(1, fmt.Sprintf("%s Node %s deleted by the controller", rec.kind, n.Name), n)
 	}
-	if isReady(n) {
+	// Ready as the test last reported it (the kubelet's side), and as the watch last saw it
+	// unless the watch missed the deletion (its last state may then predate a NotReady).
+	if rec.uid == string(n.UID) && rec.ready && (tombstone || isReady(n)) {
 		o.violate(1, fmt.Sprintf("Node %s deleted while Ready", n.Name), n)
 	}
 	if rec.uid == string(n.UID) {

@@ -1211,11 +1211,15 @@ func (r *runner) watchNodes() {
 			}
 		},
 		DeleteFunc: func(obj any) {
+			// A deletion the watch missed (it was down: kube-apiserver restarting) comes as a
+			// tombstone holding the last state the watch saw, which may be older than the
+			// Node's last state.
+			tombstone := false
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+				obj, tombstone = d.Obj, true
 			}
 			if n, ok := obj.(*corev1.Node); ok {
-				r.o.deleted(n, r.vmExists)
+				r.o.deleted(n, tombstone, r.vmExists)
 			}
 		},
 	})
