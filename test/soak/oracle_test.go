@@ -238,6 +238,11 @@ func (o *oracle) observe(old, n *corev1.Node) {
 		// delivering the changes it had before the test deleted it).
 		return
 	}
+	if old != nil && old.UID != n.UID {
+		// The watch was down while the name was deleted and registered again: its relist
+		// shows the new incarnation as an update of the old one.
+		old = nil
+	}
 	rec.lastSeen = n.DeepCopy()
 	now := time.Now()
 	if isReady(n) {
