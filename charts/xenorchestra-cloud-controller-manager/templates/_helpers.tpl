@@ -357,12 +357,13 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- fail "image.repository is empty: remove it to use the default (ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager), or set your mirror of that image" -}}
 {{- end -}}
 {{- $config := .Values.config | default dict -}}
+{{- $clusters := hasKey $config "clusters" -}}
 {{- range list "username" "password" -}}
 {{- if hasKey $config . -}}
 {{- fail (printf "config.%s: the controller authenticates with an XO authentication token, not a user and password: create one (xo-cli create-token <xo-url> <user>, or in XO's web UI) and set config.token (or config.clusters[].tokenSecretRef)" .) -}}
 {{- end -}}
 {{- end -}}
-{{- if hasKey $config "clusters" -}}
+{{- if $clusters -}}
 {{- $on := false -}}
 {{- range $config.clusters }}{{ if or (not (hasKey . "enabled")) .enabled }}{{ $on = true }}{{ end }}{{ end -}}
 {{- if and $config.clusters (not $on) -}}
@@ -374,13 +375,12 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- if hasKey $config "clientTimeout" -}}
 {{- fail "config.clientTimeout is the upstream controller's name for config.requestTimeout: rename it" -}}
 {{- end -}}
-{{- if and (hasKey $config "tokenSecretRef") (not (hasKey $config "clusters")) -}}
+{{- if and (hasKey $config "tokenSecretRef") (not $clusters) -}}
 {{- fail "config.tokenSecretRef is for config.clusters entries: in the single-server form, put the token in config.token, in existingConfigSecret, or in XOA_TOKEN from a Secret (extraEnv with valueFrom.secretKeyRef)" -}}
 {{- end -}}
 {{- if and .Values.config .Values.existingConfigSecret -}}
 {{- fail "set either config or existingConfigSecret, not both" -}}
 {{- end -}}
-{{- $clusters := hasKey (.Values.config | default dict) "clusters" -}}
 {{- range $list := list "extraEnv" "extraEnvs" -}}
 {{- range (get $.Values $list | default list) -}}
 {{- if eq .name "XOA_USER" "XOA_PASSWORD" -}}
@@ -396,7 +396,7 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- end -}}
 {{- if $clusters -}}
 {{- range include "xoccm.singleKeys" . | fromYamlArray -}}
-{{- if hasKey $.Values.config . -}}
+{{- if hasKey $config . -}}
 {{- fail (printf "config.%s belongs to the single-server form: with config.clusters, set it in each entry" .) -}}
 {{- end -}}
 {{- end -}}
@@ -525,7 +525,7 @@ have no meaning here, with a message saying what to change. Included once, from 
 {{- if or (and .Values.webhook.enabled (eq $hp (int .Values.webhook.port))) (and .Values.metrics.enabled (eq $hp (int .Values.metrics.port))) -}}
 {{- fail "healthProbe.port must differ from webhook.port and metrics.port" -}}
 {{- end -}}
-{{- if and (not .Values.existingConfigSecret) (not (hasKey (.Values.config | default dict) "clusters")) (not (.Values.config | default dict).url) -}}
+{{- if and (not .Values.existingConfigSecret) (not $clusters) (not $config.url) -}}
 {{- $env := dict -}}
 {{- range concat (.Values.extraEnv | default list) (.Values.extraEnvs | default list) }}{{ $_ := set $env .name true }}{{ end -}}
 {{- if not $env.XOA_URL -}}
