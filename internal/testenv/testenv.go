@@ -149,7 +149,7 @@ func (e *Env) RestartAPIServer(down time.Duration) (stopErr, err error) {
 	}
 	if stopErr = api.Stop(); stopErr != nil {
 		// Killed: wait for the port to refuse connections.
-		addr := net.JoinHostPort(api.SecureServing.Address, api.SecureServing.Port)
+		addr := net.JoinHostPort(api.Address, api.Port)
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 			if err != nil {

@@ -22,18 +22,17 @@ import (
 
 // vmState is what the labels of a VM's Node derive from, at one moment.
 type vmState struct {
-	exists     bool
-	pool       string // uuid
-	poolName   string
-	host       string // uuid, only while the VM runs (Running or Paused)
-	hostName   string
-	power      string
-	name       string
-	instType   string
-	tagLabels  map[string]string // key → value (owned prefix only)
-	tagTaints  []corev1.Taint
-	ip         string
-	systemUUID string
+	exists    bool
+	pool      string // uuid
+	poolName  string
+	host      string // uuid, only while the VM runs (Running or Paused)
+	hostName  string
+	power     string
+	name      string
+	instType  string
+	tagLabels map[string]string // key → value (owned prefix only)
+	tagTaints []corev1.Taint
+	ip        string
 }
 
 // histEntry is a state of a VM from at (when the test made the change in XO). visibleAt is when
@@ -102,7 +101,6 @@ type oracle struct {
 	faultWins  [][2]time.Time
 	deletions  []deletion
 	vmPools    map[string]map[string]bool // every pool a VM was ever in
-	scopeVMs   func() []vmState           // the current truth of the VMs in scope (for uniqueness)
 }
 
 func newOracle(window time.Duration) *oracle {

@@ -94,7 +94,7 @@ func (r *replica) start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.starts++
-	fmt.Fprintf(r.out, "\n===== %s incarnation %d started %s =====\n", r.name, r.starts, time.Now().Format(time.RFC3339Nano))
+	_, _ = fmt.Fprintf(r.out, "\n===== %s incarnation %d started %s =====\n", r.name, r.starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(r.bin, r.args...)
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	cmd.Env = cleanEnv()

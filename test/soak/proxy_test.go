@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -252,11 +251,4 @@ func (p *apiProxy) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_ = p.srv.Close()
-}
-
-// hostPort splits "127.0.0.1:port".
-func hostPort(addr string) (string, int) {
-	h, ps, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(ps)
-	return h, n
 }

@@ -186,7 +186,6 @@ type gen struct {
 	hosts    []int
 	active   map[string]time.Duration // fault key → end
 	nextIP   int
-	ciMode   bool
 	killBusy time.Duration // no kill before this offset (a killed replica restarts first)
 	load     time.Duration // the longest time XO takes to load a pool's VMs (poolLoad)
 	// now is the offset being generated; poolBack is when each pool's staged reconnection ends.
@@ -420,7 +419,7 @@ func (g *gen) endFaultsBefore(at time.Duration) {
 		delete(g.active, k)
 		var kind string
 		var server, pool int
-		fmt.Sscanf(k, "%s %d %d", &kind, &server, &pool)
+		_, _ = fmt.Sscanf(k, "%s %d %d", &kind, &server, &pool) // a pool fault's key; other keys leave kind empty
 		switch kind {
 		case actPoolDrop:
 			// Reconnect in stages as XO does: server connected, then pool and hosts, then

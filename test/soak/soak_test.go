@@ -161,15 +161,14 @@ type runner struct {
 	hook     *webhookProxy
 	start    time.Time
 
-	mu       sync.Mutex
-	done     []string // the steps executed, with their real time
-	counts   map[string]int
-	faults   map[string]xosim.FaultID
-	hidden   map[int]bool // pools whose objects XO does not hold (model of the executor)
-	killed   map[string]*replica
-	failed   bool
-	failOnce sync.Once
-	samples  []sample
+	mu      sync.Mutex
+	done    []string // the steps executed, with their real time
+	counts  map[string]int
+	faults  map[string]xosim.FaultID
+	hidden  map[int]bool // pools whose objects XO does not hold (model of the executor)
+	killed  map[string]*replica
+	failed  bool
+	samples []sample
 	// logDir holds the replicas' output and steps.log, the steps executed.
 	logDir string
 	// admissions counts, per replica, the admissions it served: described at creation, and
@@ -1535,13 +1534,6 @@ func metricValue(text []byte, name string) float64 {
 		}
 	}
 	return 0
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // dump renders an object for a violation report.
