@@ -11,8 +11,6 @@ package e2e_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -53,21 +51,7 @@ var (
 // its path.
 func ccmBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("go tool not found: %w", err)
-			return
-		}
-		out := filepath.Join(binDir, "xenorchestra-cloud-controller-manager")
-		cmd := exec.Command(goTool, "build", "-o", out, "./cmd/xenorchestra-cloud-controller-manager")
-		cmd.Dir = testenv.RepoRoot()
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, b)
-			return
-		}
-		buildPath = out
-	})
+	buildOnce.Do(func() { buildPath, buildErr = testenv.BuildCommand(binDir) })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}

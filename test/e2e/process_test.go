@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,7 +77,7 @@ func startCCM(t *testing.T, name string, a ccmArgs) *ccmProcess {
 	args = append(args, a.extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = cleanEnv()
+	p.cmd.Env = testenv.CommandEnv()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -96,20 +95,6 @@ func startCCM(t *testing.T, name string, a ccmArgs) *ccmProcess {
 		}
 	})
 	return p
-}
-
-// cleanEnv is the test's environment without what would change the controller's
-// configuration behind the test's back.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "XOA_") || k == "KUBECONFIG" || k == "KUBERNETES_SERVICE_HOST" || k == "KUBERNETES_SERVICE_PORT" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 func (p *ccmProcess) running() bool {

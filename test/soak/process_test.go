@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,19 +42,7 @@ func ccmBinary(t *testing.T) string {
 			return
 		}
 		binDir = dir
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("go tool not found: %w", err)
-			return
-		}
-		out := filepath.Join(dir, "xenorchestra-cloud-controller-manager")
-		cmd := exec.Command(goTool, "build", "-o", out, "./cmd/xenorchestra-cloud-controller-manager")
-		cmd.Dir = testenv.RepoRoot()
-		if b, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, b)
-			return
-		}
-		buildPath = out
+		buildPath, buildErr = testenv.BuildCommand(dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -97,7 +84,7 @@ func (r *replica) start() error {
 	_, _ = fmt.Fprintf(r.out, "\n===== %s incarnation %d started %s =====\n", r.name, r.starts, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(r.bin, r.args...)
 	cmd.Stdout, cmd.Stderr = r.out, r.out
-	cmd.Env = cleanEnv()
+	cmd.Env = testenv.CommandEnv()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", r.name, err)
 	}
@@ -188,20 +175,6 @@ func (r *replica) leading() bool {
 		return false
 	}
 	return metricValue(body, "leader_election_master_status") == 1
-}
-
-// cleanEnv is the test's environment without what would change the controller's
-// configuration behind the test's back.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "XOA_") || k == "KUBECONFIG" || k == "KUBERNETES_SERVICE_HOST" || k == "KUBERNETES_SERVICE_PORT" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
 
 // newReplica prepares (does not start) a replica of the binary.
