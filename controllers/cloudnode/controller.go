@@ -36,15 +36,9 @@ import (
 // Name is the controller's name, as selected with --controllers.
 const Name = "cloud-node"
 
-const (
-	// Backoff of a Node that cannot be initialized yet (VM unknown, XO failing): 1 s doubling
-	// to 5 min. An inventory change concerning the Node wakes it up earlier.
-	backoffBase = time.Second
-	backoffMax  = 5 * time.Minute
-	// Backoff after an optimistic-lock conflict: the Node changed under us, retry at once.
-	conflictBase = 10 * time.Millisecond
-	conflictMax  = 10 * time.Second
-)
+// backoffMax is the longest wait before looking again at a Node that cannot be initialized
+// yet (common.NewNotYetBackoff).
+const backoffMax = 5 * time.Minute
 
 // Options are the controller's settings.
 type Options struct {
@@ -78,8 +72,8 @@ type Reconciler struct {
 func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	return &Reconciler{
 		client: c, estate: estate, recorder: newEventRecorder(recorder), clock: clk, opts: o,
-		backoff: common.NewBackoff(backoffBase, backoffMax),
-		retry:   common.NewBackoff(conflictBase, conflictMax),
+		backoff: common.NewNotYetBackoff(backoffMax),
+		retry:   common.NewConflictBackoff(),
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -39,9 +40,6 @@ const (
 	// DefaultResyncPeriod is how often every Node is looked at again, as a backstop: XO
 	// changes reach the controller through the inventory's change feed within milliseconds.
 	DefaultResyncPeriod = 10 * time.Minute
-	// conflictRetry is the delay before retrying a patch that lost an optimistic-lock race;
-	// the cache catches up within milliseconds.
-	conflictRetry = 200 * time.Millisecond
 )
 
 // Options are the controller's settings. Zero values take the defaults.
@@ -64,6 +62,8 @@ type Reconciler struct {
 	opts     Options
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
+	// conflict spaces the retries after optimistic-lock conflicts.
+	conflict workqueue.TypedRateLimiter[string]
 	// reported holds, per Node name, the refusals and conflicts last reported (reportKey), so
 	// that a standing refusal is reported once, not at every resync: each event is an API
 	// write, and a resync that changes nothing writes nothing.
@@ -75,7 +75,14 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
-	return &Reconciler{client: c, estate: estate, recorder: recorder, opts: o}
+	return &Reconciler{client: c, estate: estate, recorder: recorder, opts: o, conflict: common.NewConflictBackoff()}
+}
+
+// forget drops the state of a Node that is gone or no longer this controller's.
+func (r *Reconciler) forget(name string) {
+	r.written.Forget(name)
+	r.reported.Delete(name)
+	r.conflict.Forget(name)
 }
 
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of labels,
@@ -117,15 +124,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// look would be 2 KB of garbage per Node and controller at each wave over all Nodes.
 	if err := r.client.Get(ctx, req.NamespacedName, &n, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.Forget(req.Name)
-			r.reported.Delete(req.Name)
+			r.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
 	if !r.wants(&n) {
-		r.written.Forget(n.Name)
-		r.reported.Delete(n.Name)
+		r.forget(n.Name)
 		return ctrl.Result{}, nil
 	}
 	if r.written.Behind(&n) {
@@ -149,10 +154,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.written.Patch(ctx, r.client, &n, after); err != nil {
 		if common.Retryable(err) {
 			logger.V(1).Info("Node changed meanwhile; retrying")
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			return ctrl.Result{RequeueAfter: r.conflict.When(n.Name)}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("patch labels of node %s: %w", n.Name, err)
 	}
+	r.conflict.Forget(n.Name)
 	patches.Inc()
 	logger.V(1).Info("Node labels synced")
 	r.announce(&n, after)

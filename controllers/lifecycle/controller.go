@@ -55,9 +55,6 @@ const (
 	// DefaultResyncPeriod is how often every Node is looked at again, as a backstop for a
 	// missed Ready transition or XO change. It stays below the inventory's staleness limit.
 	DefaultResyncPeriod = time.Minute
-	// retryBase is the first delay after a refused deletion or a failed write; it doubles on
-	// each consecutive failure, up to the resync period.
-	retryBase = time.Second
 	// DefaultXOTimeout bounds the direct XO reads that confirm a VM is gone.
 	DefaultXOTimeout = 10 * time.Second
 )
@@ -83,7 +80,9 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	opts     Options
-	retry    workqueue.TypedRateLimiter[string]
+	// retry spaces the looks at a Node whose deletion was refused or whose write failed, up
+	// to the resync period; conflict the retries after optimistic-lock conflicts.
+	retry, conflict workqueue.TypedRateLimiter[string]
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
 }
@@ -97,7 +96,7 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 		o.XOTimeout = DefaultXOTimeout
 	}
 	return &Reconciler{client: c, estate: estate, recorder: recorder, clock: clk, opts: o,
-		retry: common.NewBackoff(retryBase, o.ResyncPeriod)}
+		retry: common.NewNotYetBackoff(o.ResyncPeriod), conflict: common.NewConflictBackoff()}
 }
 
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of
@@ -132,12 +131,25 @@ var nodeChanged = predicate.Funcs{
 // done forgets the Node's failures; the periodic look (common.ResyncSource) comes back to it.
 func (r *Reconciler) done(name string) ctrl.Result {
 	r.retry.Forget(name)
+	r.conflict.Forget(name)
 	return ctrl.Result{}
+}
+
+// forget drops the state of a Node that is gone or no longer this controller's.
+func (r *Reconciler) forget(name string) {
+	r.done(name)
+	r.written.Forget(name)
 }
 
 // retryLater records a failure for the Node and returns the backoff requeue.
 func (r *Reconciler) retryLater(name string) ctrl.Result {
 	return ctrl.Result{RequeueAfter: r.retry.When(name)}
+}
+
+// conflictLater records a lost optimistic-lock race for the Node and returns the quick
+// requeue of conflicts.
+func (r *Reconciler) conflictLater(name string) ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.conflict.When(name)}
 }
 
 // Reconcile brings one Node's shutdown and out-of-service taints in line with its VM's power
@@ -149,16 +161,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// look would be 2 KB of garbage per Node and controller at each wave over all Nodes.
 	if err := r.client.Get(ctx, req.NamespacedName, &n, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.retry.Forget(req.Name)
-			r.written.Forget(req.Name)
+			r.forget(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
 	if !r.wants(&n) {
 		// No providerID yet (cloud-node's job), another provider's Node, or ignored.
-		r.retry.Forget(n.Name)
-		r.written.Forget(n.Name)
+		r.forget(n.Name)
 		return ctrl.Result{}, nil
 	}
 	if r.written.Behind(&n) {
@@ -195,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.applyTaints(ctx, &n, vm, plan); err != nil {
 			if common.Retryable(err) {
 				logger.V(1).Info("Node changed meanwhile; retrying")
-				return r.retryLater(n.Name), nil
+				return r.conflictLater(n.Name), nil
 			}
 			return ctrl.Result{}, err
 		}
@@ -374,16 +384,15 @@ func (r *Reconciler) delete(ctx context.Context, n *corev1.Node, vmID string) (c
 	err := r.client.Delete(ctx, n, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	switch {
 	case apierrors.IsNotFound(err):
-		r.retry.Forget(n.Name)
-		return ctrl.Result{}, nil
+		return r.done(n.Name), nil
 	case apierrors.IsConflict(err):
 		deletionsRefused.WithLabelValues(refusedNodeChanged).Inc()
 		logger.Info("Node changed while its deletion was decided; looking again")
-		return r.retryLater(n.Name), nil
+		return r.conflictLater(n.Name), nil
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("delete node %s: %w", n.Name, err)
 	}
-	r.retry.Forget(n.Name)
+	r.done(n.Name)
 	deletions.Inc()
 	logger.Info("Node deleted: its VM is gone from XO")
 	r.eventDeletedNode(n, vmID)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -115,6 +116,8 @@ type Inventory struct {
 	synced       chan struct{}
 	syncOnce     sync.Once
 	relistNow    chan struct{}
+	// backoff spaces the retries of failed relists and of a broken event stream.
+	backoff workqueue.TypedRateLimiter[string]
 
 	// scopeIDs remembers the pool uuid a scope name resolved to, so that a pool keeps
 	// counting while it is disconnected (XO then lists neither the pool nor its name).
@@ -150,6 +153,7 @@ func New(src Source, o Options) *Inventory {
 	}
 	inv := &Inventory{
 		src: src, opts: o, log: o.Log.WithValues("server", o.Name), synced: make(chan struct{}), relistNow: make(chan struct{}, 1),
+		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		scopeIDs: map[string][]string{}, metrics: newMetricSet(o.Name),
 	}
 	inv.snap.Store(emptySnapshot(inv))
@@ -239,23 +243,23 @@ func (i *Inventory) trigger() {
 
 // relistLoop relists on demand, on a timer, and after failures with backoff.
 func (i *Inventory) relistLoop(ctx context.Context) {
-	failures := 0
+	var retry time.Duration // the backoff after the last relist failed; 0 after a success
 	for {
 		var wait time.Duration
 		switch {
-		case failures > 0:
-			wait = i.relistRetry(failures)
+		case retry > 0:
+			wait = retry
 		case i.streaming.Load():
 			wait = i.opts.ResyncPeriod
 		default:
 			wait = i.opts.PollPeriod
 		}
-		if !i.HasSynced() && failures == 0 && i.opts.DisableEventStream {
+		if !i.HasSynced() && retry == 0 && i.opts.DisableEventStream {
 			wait = 0
 		}
 		// A pool that (re)connected becomes trusted at the first listing after its settle time,
 		// once XO shows its pool object (nextTrust leaves out the pools without one).
-		if next := i.Snapshot().nextTrust(); !next.IsZero() && failures == 0 {
+		if next := i.Snapshot().nextTrust(); !next.IsZero() && retry == 0 {
 			wait = min(wait, max(0, next.Sub(i.opts.Clock.Now()))+10*time.Millisecond)
 		}
 		t := i.opts.Clock.NewTimer(wait)
@@ -271,18 +275,25 @@ func (i *Inventory) relistLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
-			i.logRelistFailure(err, i.relistRetry(failures))
+			retry = min(i.backoff.When(relistKey), i.opts.PollPeriod)
+			i.logRelistFailure(err, retry)
 			continue
 		}
-		failures = 0
+		i.backoff.Forget(relistKey)
+		retry = 0
 	}
 }
 
-// relistRetry is the wait before the next relist after failures failed ones in a row.
-func (i *Inventory) relistRetry(failures int) time.Duration {
-	return min(time.Second<<min(failures-1, 6), i.opts.PollPeriod)
-}
+// The inventory's one retry policy, for its relists and its event stream alike: 1 s after the
+// first failure, doubling with each failure in a row, at most a minute (a relist at most
+// PollPeriod); a success starts over.
+const (
+	retryBase = time.Second
+	retryMax  = time.Minute
+	// The backoff's keys: the relist loop's and the event stream's failures count apart.
+	relistKey = "relist"
+	streamKey = "stream"
+)
 
 // logRelistFailure logs a failed relist in one line: the cause, what the inventory keeps (the
 // last listing and its age, or nothing yet) and when the next attempt is.
@@ -296,14 +307,13 @@ func (i *Inventory) logRelistFailure(err error, retryIn time.Duration) {
 
 // streamLoop keeps XO's event stream open, falling back to relists when the server has none.
 func (i *Inventory) streamLoop(ctx context.Context) {
-	failures := 0
 	for ctx.Err() == nil {
 		connected := false
 		err := i.src.Watch(ctx, xo.WatchOptions{
 			IdleTimeout: i.opts.StreamIdleTimeout,
 			Ready: func() {
 				connected = true
-				failures = 0
+				i.backoff.Forget(streamKey)
 				i.subscriptions.Add(1)
 				i.streaming.Store(true)
 				i.metrics.streamUp.Set(1)
@@ -324,8 +334,7 @@ func (i *Inventory) streamLoop(ctx context.Context) {
 			wait = i.opts.ResyncPeriod
 			i.trigger()
 		} else {
-			failures++
-			wait = min(time.Second<<min(failures-1, 6), time.Minute)
+			wait = i.backoff.When(streamKey)
 			i.log.Error(err, "XO event stream broken; relisting", "connected", connected, "retryIn", wait)
 			i.metrics.streamBreaks.Inc()
 			// Changes made while the stream was down are only in a listing.
