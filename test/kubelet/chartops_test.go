@@ -55,6 +55,7 @@ func (c *realCluster) values(t *testing.T, e *estate, mode string, extra map[str
 	v := map[string]any{
 		"fullnameOverride": release,
 		"replicaCount":     2,
+		"logLevel":         "debug", // every admission's outcome, for logWebhookFailures
 		"image":            map[string]any{"repository": controllerRepo, "tag": controllerTag, "pullPolicy": "Never"},
 		"config": map[string]any{
 			"url": e.x.URL, "token": e.x.Token,
@@ -140,6 +141,32 @@ func (c *realCluster) logEvents(t *testing.T, ns string) {
 	}
 	for _, ev := range l.Items {
 		t.Logf("event %s %s/%s %s: %s", ev.Type, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+	}
+}
+
+// logWebhookFailures logs what the API server said about calling the webhook since offset in
+// its log, and the controller's log lines about admissions and shutdown, so that a Node
+// admitted unlabelled can be traced to the replica that answered (or did not).
+func (c *realCluster) logWebhookFailures(t *testing.T, ns, apiLog string, offset int64) {
+	if b, err := os.ReadFile(apiLog); err == nil && int64(len(b)) >= offset {
+		for _, line := range strings.Split(string(b[offset:]), "\n") {
+			if strings.Contains(line, "webhook") {
+				t.Logf("kube-apiserver: %s", line)
+			}
+		}
+	}
+	logs, _ := filepath.Glob(c.path("pod-logs", ns+"_*", "*", "*.log"))
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pod := strings.SplitN(filepath.Base(filepath.Dir(filepath.Dir(f))), "_", 3)[1]
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "dmission") || strings.Contains(line, "hutdown") || strings.Contains(line, "ermination") || strings.Contains(line, "rror") {
+				t.Logf("%s: %s", pod, line)
+			}
+		}
 	}
 }
 
@@ -368,6 +395,8 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 	for _, p := range before {
 		old[p.Name] = true
 	}
+	apiLog := c.path("kube-apiserver.log")
+	logStart := fileSize(apiLog)
 	start := time.Now()
 	c.helm(t, "upgrade", release, "--namespace", ns, "--reuse-values", "--set-string", "podAnnotations.rollout="+start.Format("150405"))
 	defer func() {
@@ -377,6 +406,7 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 				t.Logf("Pod %s: deleting %v, phase %s, conditions %+v", p.Name, p.DeletionTimestamp != nil, p.Status.Phase, p.Status.Conditions)
 			}
 			c.logEvents(t, ns)
+			c.logWebhookFailures(t, ns, apiLog, logStart)
 		}
 	}()
 	waitFor(t, c.kubelet, 3*time.Minute, "the rollout done", func(ctx context.Context) (bool, error) {
@@ -399,6 +429,7 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 		rollout.Round(time.Millisecond), len(l.created), l.covered, len(l.missed), l.uncover, l.unlabUnc, init.Round(time.Millisecond))
 	if len(l.missed) > 0 {
 		t.Errorf("%d Nodes admitted unlabelled while a replica was Ready: %v", len(l.missed), l.missed)
+		c.logEvents(t, metav1.NamespaceDefault)
 	}
 	if l.covered == 0 {
 		t.Error("no Node was created while a replica was Ready: the load measured nothing")
