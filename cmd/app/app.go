@@ -137,7 +137,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 			certDir = ""
 			wo.CertDir, wo.TLSOpts = certDir, append(wo.TLSOpts, src.TLS)
 		}
-		webhookServer = ctrlwebhook.NewServer(wo)
+		webhookServer = observedServer{Server: ctrlwebhook.NewServer(wo), stop: stop}
 	}
 
 	estate, err := newEstate(mgr, cfg, o.WebhookLookupTimeout)

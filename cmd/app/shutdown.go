@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // gracefulStop turns the end of the command's context (the first SIGTERM or SIGINT) into a
@@ -25,7 +26,14 @@ type gracefulStop struct {
 	log   logr.Logger
 	// stopping is set when the command's context ends.
 	stopping atomic.Bool
+	// late counts the admissions received since then, lastLate holds the time of the last
+	// (UnixNano): the evidence, logged when the delay ends, that the delay was long enough.
+	late, lastLate atomic.Int64
 }
+
+// lateMargin: an admission received less than this before the end of the delay means the
+// API server was still routing here, and the next one may have found the replica stopped.
+const lateMargin = time.Second
 
 // newGracefulStop returns a gracefulStop of delay on clk (nil: the real clock).
 func newGracefulStop(delay time.Duration, clk clock.WithTicker, log logr.Logger) *gracefulStop {
@@ -43,6 +51,35 @@ func (g *gracefulStop) ReadyCheck(*http.Request) error {
 	return nil
 }
 
+// observe wraps the webhook's handler: it counts the admissions that arrive once termination
+// has been requested.
+func (g *gracefulStop) observe(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.stopping.Load() {
+			g.late.Add(1)
+			g.lastLate.Store(g.clock.Now().UnixNano())
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// delayOver logs the end of the delay begun at start, with the admissions received during it:
+// a warning when one arrived within lateMargin of the end.
+func (g *gracefulStop) delayOver(start time.Time) {
+	n := g.late.Load()
+	if n == 0 {
+		g.log.Info("Shutdown delay over; stopping", "admissionsDuringDelay", 0)
+		return
+	}
+	last := time.Unix(0, g.lastLate.Load()).Sub(start)
+	if g.delay-last < lateMargin {
+		g.log.Info("WARNING: admissions were still arriving at the end of the shutdown delay: the API server had not stopped routing them here, and those that follow find the replica stopped (admitted unlabelled with failurePolicy Ignore); raise --shutdown-delay (the chart's shutdownDelay)",
+			"admissionsDuringDelay", n, "lastAfter", last.Round(time.Millisecond).String(), "delay", g.delay.String())
+	} else {
+		g.log.Info("Shutdown delay over; stopping", "admissionsDuringDelay", n, "lastAfter", last.Round(time.Millisecond).String())
+	}
+}
+
 // context returns the manager's context: it has parent's values, and ends g.delay after parent
 // ends, or when cancel is called.
 func (g *gracefulStop) context(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
@@ -53,6 +90,7 @@ func (g *gracefulStop) context(parent context.Context) (ctx context.Context, can
 			return
 		case <-parent.Done():
 		}
+		start := g.clock.Now()
 		g.stopping.Store(true)
 		g.log.Info("Termination requested; not ready, serving on for the shutdown delay", "delay", g.delay.String())
 		if g.delay > 0 {
@@ -64,8 +102,19 @@ func (g *gracefulStop) context(parent context.Context) (ctx context.Context, can
 			case <-t.C():
 			}
 		}
-		g.log.Info("Shutdown delay over; stopping")
+		g.delayOver(start)
 		cancel()
 	}()
 	return ctx, cancel
+}
+
+// observedServer is the webhook server with every handler wrapped by gracefulStop.observe.
+type observedServer struct {
+	ctrlwebhook.Server
+	stop *gracefulStop
+}
+
+// Register registers hook, observed, at path.
+func (s observedServer) Register(path string, hook http.Handler) {
+	s.Server.Register(path, s.stop.observe(hook))
 }

@@ -2,10 +2,15 @@ package app
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -52,5 +57,52 @@ func TestGracefulStopWithoutDelay(t *testing.T) {
 	}
 	if g.ReadyCheck(nil) == nil {
 		t.Fatal("ready after the signal")
+	}
+}
+
+// TestGracefulStopReportsLateAdmissions: the admissions received during the delay are
+// counted, and one received within lateMargin of its end is warned about.
+func TestGracefulStopReportsLateAdmissions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		arrivals []time.Duration // after the signal
+		want     string
+	}{
+		{"none", nil, `"msg"="Shutdown delay over; stopping" "admissionsDuringDelay"=0`},
+		{"early", []time.Duration{100 * time.Millisecond, time.Second}, `"msg"="Shutdown delay over; stopping" "admissionsDuringDelay"=2 "lastAfter"="1s"`},
+		{"late", []time.Duration{time.Second, 4500 * time.Millisecond}, `"msg"="WARNING: admissions were still arriving at the end of the shutdown delay`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var lines []string
+			log := funcr.New(func(prefix, args string) {
+				mu.Lock()
+				defer mu.Unlock()
+				lines = append(lines, args)
+			}, funcr.Options{})
+			clk := clocktesting.NewFakeClock(time.Now())
+			g := newGracefulStop(5*time.Second, clk, log)
+			h := g.observe(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			parent, signal := context.WithCancel(context.Background())
+			ctx, cancel := g.context(parent)
+			defer cancel()
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", nil)) // before: not counted
+			signal()
+			testenv.Eventually(t, 5*time.Second, "the delay's timer", clk.HasWaiters)
+			elapsed := time.Duration(0)
+			for _, at := range tc.arrivals {
+				clk.Step(at - elapsed)
+				elapsed = at
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", nil))
+			}
+			clk.Step(5*time.Second - elapsed)
+			<-ctx.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			last := lines[len(lines)-1]
+			if !strings.Contains(last, tc.want) {
+				t.Errorf("last line %s\nwant it to contain %s", last, tc.want)
+			}
+		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,14 +20,56 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// FreeLoopbackAddr returns 127.0.0.1:port with a TCP port that was free a moment ago.
+// FreeLoopbackAddr returns 127.0.0.1:port with a TCP port that is free now, for a server the
+// test starts later (often another process, which binds it by number).
+//
+// Not a port from listening on :0: the kernel hands those out of its ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range), as it does the source port of every outgoing
+// connection and the ports envtest's own servers take, so a port taken that way and released
+// is soon taken again; with the test packages running in parallel a controller's
+// health port was ("bind: address already in use"). The port is drawn at random below that
+// range (from portsFrom), checked by binding it, and never handed out twice by this process.
 func FreeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	lo, hi := portsFrom, ephemeralLow()
+	for range 1000 {
+		p := lo + rand.IntN(hi-lo)
+		if handedOut[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut[p] = true
+		return l.Addr().String(), nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("find a free port: none free among 1000 tries in [%d, %d)", lo, hi)
+}
+
+// portsFrom is the lowest port FreeLoopbackAddr hands out: above the ports of the services a
+// test host may run (the kubelet's 10250, ...).
+const portsFrom = 15000
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// ephemeralLow returns the lowest port of the kernel's ephemeral range (Linux's default 32768
+// when it cannot be read, or when it leaves too little room below it).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > portsFrom+1000 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 // FreeAddr is FreeLoopbackAddr for a test, which it fails on error.
@@ -38,7 +82,7 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that is free now (FreeLoopbackAddr).
 func FreePort(t testing.TB) int {
 	t.Helper()
 	_, port, err := net.SplitHostPort(FreeAddr(t))

@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,4 +200,26 @@ func TestRecorder(t *testing.T) {
 	if got := r.Invalid(); len(got) != 4 {
 		t.Errorf("Invalid() = %q, want the type, the reason, the action and the note", got)
 	}
+}
+
+// TestFreeLoopbackAddr: the ports are below the kernel's ephemeral range, never handed out
+// twice, and free.
+func TestFreeLoopbackAddr(t *testing.T) {
+	seen := map[string]bool{}
+	for range 200 {
+		addr := FreeAddr(t)
+		if seen[addr] {
+			t.Fatalf("%s handed out twice", addr)
+		}
+		seen[addr] = true
+		_, port, _ := net.SplitHostPort(addr)
+		if p, _ := strconv.Atoi(port); p < portsFrom || p >= ephemeralLow() {
+			t.Fatalf("port %d outside [%d, %d)", p, portsFrom, ephemeralLow())
+		}
+	}
+	l, err := net.Listen("tcp", FreeAddr(t))
+	if err != nil {
+		t.Fatalf("the address is not free: %v", err)
+	}
+	l.Close()
 }
