@@ -244,6 +244,7 @@ const (
 	refusedNotSynced        = "inventory_not_synced"
 	refusedPoolUnknown      = "pool_unknown"
 	refusedPoolDisconnected = "pool_disconnected"
+	refusedIncomplete       = "inventory_incomplete"
 	refusedSettling         = "absence_settling"
 	refusedVMExists         = "vm_exists"
 	refusedXOErrorPrefix    = "xo_"
@@ -251,7 +252,7 @@ const (
 
 // refusalReasons lists every reason, to pre-register the metric's series.
 var refusalReasons = []string{
-	refusedNotSynced, refusedPoolUnknown, refusedPoolDisconnected, refusedSettling, refusedVMExists,
+	refusedNotSynced, refusedPoolUnknown, refusedPoolDisconnected, refusedIncomplete, refusedSettling, refusedVMExists,
 	refusedXOErrorPrefix + "not_found", refusedXOErrorPrefix + "unauthorized", refusedXOErrorPrefix + "forbidden",
 	refusedXOErrorPrefix + "server_error", refusedXOErrorPrefix + "bad_response", refusedXOErrorPrefix + "unavailable",
 	refusedXOErrorPrefix + "unknown", refusedNodeChanged,
@@ -306,6 +307,17 @@ func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inve
 			servers[i].pools = append(servers[i].pools, pool)
 		} else {
 			servers = append(servers, &server{snap: snap, pools: []string{pool}})
+		}
+	}
+	// A VM can leave its pool for one the server cannot see at the moment (XO moved it, then
+	// lost that pool; or it was moved with XAPI): its own pool, connected, shows it absent and
+	// XO answers "no such VM" as for a destroyed VM. Only an inventory that holds every pool
+	// that counts (Snapshot.Complete: the scope's, or those of every enabled server entry)
+	// vouches that the VM is nowhere. A disabled entry does not count: an administrator told XO
+	// to forget that pool and the VMs in it (docs/lifecycle.md).
+	for _, s := range servers {
+		if !s.snap.Complete() {
+			return refusedIncomplete, "the XO server does not hold every pool of its scope (or of its enabled server entries) connected and settled: the VM may have moved to a pool it cannot see now", 0
 		}
 	}
 	if wait > 0 {

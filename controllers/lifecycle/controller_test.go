@@ -937,6 +937,63 @@ func TestVMMovedToALostPoolNoDeletion(t *testing.T) {
 	}
 }
 
+// TestVMMovedUnseenIntoALostPoolNoDeletion: XO has lost pool B (its server entry enabled,
+// not connected) when the halted VM of a NotReady Node moves from A into it, so the controller
+// never sees it in B. Pool A, connected and settled, shows it absent and XO answers "no such
+// VM", as for a destroyed VM; but the inventory does not hold every pool, so the Node stays
+// (the soak's seed 1988067424 deleted it). Once B is back with the VM, it is found. With B's
+// entry disabled instead, XO was told to forget B and its VMs: the Node goes, as documented.
+func TestVMMovedUnseenIntoALostPoolNoDeletion(t *testing.T) {
+	for _, disabled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "server entry enabled", true: "server entry disabled"}[disabled], func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{})
+			poolB := f.X.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
+			hostB := f.X.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b1"})
+			f.WaitInventory("pool B trusted", func(s *inventory.Snapshot) bool { return s.PoolConnected(poolB) })
+			vm := f.addVM("mover", halted)
+			n := f.createNode("w", vm, false)
+			f.reconcile(n.Name)
+
+			lose := func() error { return f.Sim.DisconnectPool(poolB) }
+			if disabled {
+				lose = func() error { return f.Sim.SetServerEnabled(poolB, false) }
+			}
+			if err := lose(); err != nil {
+				t.Fatal(err)
+			}
+			f.WaitInventory("pool B lost", func(s *inventory.Snapshot) bool { return s.Pool(poolB) == nil })
+			if err := f.Sim.Migrate(vm, hostB); err != nil {
+				t.Fatal(err)
+			}
+			f.WaitInventory("VM gone from pool A", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
+			f.waitAbsenceSettled(vm)
+			f.Relist()
+			if disabled {
+				if !f.reconcileUntilGone(n.Name, 5*time.Second) {
+					t.Fatal("Node kept although the only pool XO cannot see is one it was told to forget")
+				}
+				return
+			}
+			if f.reconcileUntilGone(n.Name, 3*time.Second) {
+				t.Fatal("Node deleted while XO cannot see pool B, where its VM may be (and is)")
+			}
+			ev := f.Rec.Find(n.Name, ReasonVMGoneUnconfirmed)
+			if len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Note, "may have moved") {
+				t.Fatalf("want a %s event saying the VM may have moved, got %+v", ReasonVMGoneUnconfirmed, ev)
+			}
+
+			if err := f.Sim.ReconnectPool(poolB); err != nil {
+				t.Fatal(err)
+			}
+			f.WaitInventory("the VM in pool B", func(s *inventory.Snapshot) bool { v := s.VM(vm); return v != nil && v.PoolID == poolB })
+			f.reconcile(n.Name)
+			if !f.Exists(n.Name) {
+				t.Fatal("Node deleted once pool B is back with its VM")
+			}
+		})
+	}
+}
+
 // TestPoolLabelKeepsNodeOfAVMInALostPool: the same move, seen by an inventory started after XO
 // lost pool B (the controller restarted): it never saw the VM, but the Node's pool_id label,
 // which cloud-node-label-sync moved with the VM, names B, and B cannot vouch.

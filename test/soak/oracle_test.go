@@ -433,8 +433,8 @@ func withoutSystemTaints(ts []corev1.Taint) []corev1.Taint {
 }
 
 // deleted checks a Node deletion: (1) a Node the test did not delete is deleted only when its
-// VM exists in no XO server.
-func (o *oracle) deleted(n *corev1.Node, tombstone bool, vmExists func(id string) bool) {
+// VM exists in no XO server (vmExists, asked for n).
+func (o *oracle) deleted(n *corev1.Node, tombstone bool, vmExists func(id string, n *corev1.Node) bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	rec := o.nodes[n.Name]
@@ -452,7 +452,7 @@ func (o *oracle) deleted(n *corev1.Node, tombstone bool, vmExists func(id string
 		ids = append(ids, vm)
 	}
 	for _, id := range ids {
-		if vmExists(id) {
+		if vmExists(id, n) {
 			o.violate(1, fmt.Sprintf("Node %s deleted while its VM %s exists in XO", n.Name, id), n, o.histDump(id))
 		}
 	}

@@ -99,13 +99,13 @@ func TestOracle(t *testing.T) {
 	_, n = initialized(o, nil)
 	n.UID = "u1"
 	o.nodes["n1"].uid = "u1"
-	o.deleted(n, false, func(string) bool { return true })
+	o.deleted(n, false, func(string, *corev1.Node) bool { return true })
 	if len(o.viol) == 0 || o.viol[0].Invariant != 1 {
 		t.Errorf("deletion with the VM there: %+v", o.viol)
 	}
 	o = newOracleWith()
 	o.nodes["n1"].byTest["u1"] = true
-	o.deleted(n, false, func(string) bool { return true })
+	o.deleted(n, false, func(string, *corev1.Node) bool { return true })
 	if len(o.viol) != 0 {
 		t.Errorf("the test's own deletion: %+v", o.viol)
 	}

@@ -41,19 +41,21 @@ func handSchedule(vms [][2]int, nodes [][2]any, steps []Step, quiet time.Duratio
 }
 
 // TestReproMoveIntoLostPool: a halted VM moves to another pool of its XO while XO does not hold
-// that pool (its /servers entry disabled; a move made with XAPI, or XO losing the pool just
-// after it moved the VM, with the controller's event stream down). To the controller the VM
-// left its pool and shows nowhere: it deleted the NotReady Node one settle time later, the VM
-// still existing (seed 1988067424 of the 60-minute soak, +8m37s). Pools 2 and 3 are xo2's
-// two pools in scope; host 4 is in pool 2.
+// that pool (a move made with XAPI, or XO losing the pool just after it moved the VM, with the
+// controller's event stream down). To the controller the VM left its pool and shows nowhere:
+// before the fix it deleted the NotReady Node one settle time later, the VM still existing
+// (seed 1988067424 of the 60-minute soak, +8m37s, where the pool's entry was disabled; here it
+// stays enabled and XO loses the pool, which now holds the deletion back until XO holds every
+// pool again; a disabled entry is XO told to forget the pool, docs/troubleshooting.md). Pools
+// 2 and 3 are xo2's two pools in scope; host 4 is in pool 2.
 func TestReproMoveIntoLostPool(t *testing.T) {
 	requireRepro(t)
 	sched := handSchedule([][2]int{{3, 6}, {2, 4}}, [][2]any{{0, kindUUID}}, []Step{
 		{At: 2 * time.Second, Kind: actVMPower, VM: 0, Arg: "Halted"},
 		{At: 3 * time.Second, Kind: actNodeReady, Node: 0, VM: 0, Arg: "false"},
-		{At: 6 * time.Second, Kind: actServerDisable, Pool: 2},
+		{At: 6 * time.Second, Kind: actPoolDrop, Pool: 2},
 		{At: 8 * time.Second, Kind: actVMMove, VM: 0, N: 4},
-		{At: 30 * time.Second, Kind: actServerDisable, End: true, Pool: 2},
+		{At: 30 * time.Second, Kind: actPoolReconnect, Pool: 2},
 	}, 40*time.Second)
 	r := setup(t, sched)
 	t.Cleanup(r.writeSteps)

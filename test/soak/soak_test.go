@@ -536,10 +536,18 @@ func (r *runner) setHidden(p int, hidden bool) {
 	}
 }
 
-// vmExists reports whether a VM exists in any XO server, connected or not.
-func (r *runner) vmExists(id string) bool {
+// vmExists reports whether a VM exists in any XO server, its pool connected or not, for the
+// deletion of Node n: in a pool whose server entry is enabled, or in the pool n's providerID or
+// pool label names. A VM that moved, unseen, into a pool whose entry is disabled or removed is
+// out of XO: an administrator told XO to forget that pool and its VMs, and the controller
+// deletes such a Node like a destroyed VM's (docs/troubleshooting.md).
+func (r *runner) vmExists(id string, n *corev1.Node) bool {
+	known := map[string]bool{strings.ToLower(n.Labels[node.LabelPoolID]): true}
+	if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil {
+		known[strings.ToLower(pool)] = true
+	}
 	for _, x := range r.est.xos {
-		if _, ok := x.Sim.VM(id); ok {
+		if vm, ok := x.Sim.VM(id); ok && (x.Sim.ServerHeld(vm.PoolID) || known[strings.ToLower(vm.PoolID)]) {
 			return true
 		}
 	}

@@ -281,6 +281,15 @@ func (s *Server) SetServerEnabled(poolID string, enabled bool) error {
 	return s.DisconnectPool(poolID)
 }
 
+// ServerHeld reports whether XO is told to hold the pool: it exists and its /servers entry is
+// listed and enabled, connected or not.
+func (s *Server) ServerHeld(poolID string) bool {
+	s.st.mu.RLock()
+	defer s.st.mu.RUnlock()
+	p := s.st.pools[poolID]
+	return p != nil && !p.removed && !p.spec.ServerDisabled
+}
+
 // PoolConnected reports whether the pool exists and its /servers entry shows it connected; its
 // objects may still be loading (see BeginReconnect).
 func (s *Server) PoolConnected(id string) bool {
