@@ -1,11 +1,13 @@
 package kubelet_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,6 +143,52 @@ func (c *realCluster) logEvents(t *testing.T, ns string) {
 	}
 	for _, ev := range l.Items {
 		t.Logf("event %s %s/%s %s: %s", ev.Type, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+	}
+}
+
+// followShutdown follows the logs of pods until their containers stop; the returned function
+// waits for that (at most 30 s) and returns their shutdown lines (gracefulStop's), which say
+// how many admissions each replica received during its shutdown delay and how late the last.
+func (c *realCluster) followShutdown(t *testing.T, ns string, pods []corev1.Pod) func() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var lines []string
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc, err := c.cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+			if err != nil {
+				mu.Lock()
+				lines = append(lines, fmt.Sprintf("%s: logs: %v", p.Name, err))
+				mu.Unlock()
+				return
+			}
+			defer rc.Close()
+			sc := bufio.NewScanner(rc)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				if l := sc.Text(); strings.Contains(l, `"logger":"shutdown"`) {
+					mu.Lock()
+					lines = append(lines, p.Name+": "+l)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	return func() []string {
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Log("the old Pods' logs did not end within 30 s of the rollout")
+		}
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lines)
 	}
 }
 
@@ -395,6 +443,7 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 	for _, p := range before {
 		old[p.Name] = true
 	}
+	shutdownLines := c.followShutdown(t, ns, before)
 	apiLog := c.path("kube-apiserver.log")
 	logStart := fileSize(apiLog)
 	start := time.Now()
@@ -422,6 +471,9 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 		return true, nil
 	})
 	rollout := time.Since(start)
+	for _, line := range shutdownLines() {
+		t.Log(line)
+	}
 	time.Sleep(2 * time.Second) // and some after
 	l := finish()
 	init := c.waitInitialized(t, l.created, 60*time.Second)
