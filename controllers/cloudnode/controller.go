@@ -116,25 +116,11 @@ func relevantChange() predicate.Predicate {
 
 // Reconcile initializes an uninitialized Node and keeps the addresses of an XO Node current.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var n corev1.Node
-	// The cache's own Node, read only: every change is made on a copy (after). A copy at every
-	// look would be 2 KB of garbage per Node and controller at each wave over all Nodes.
-	if err := r.client.Get(ctx, req.NamespacedName, &n, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.Name)
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
+	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.forget)
+	if n == nil {
+		return opened, err
 	}
 	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
-	if !n.DeletionTimestamp.IsZero() || !r.wants(&n) {
-		// Deleted, ignored, another provider's, or initialized without a providerID.
-		r.forget(n.Name)
-		return ctrl.Result{}, nil
-	}
-	if r.written.Behind(&n) {
-		return ctrl.Result{RequeueAfter: common.CacheCatchUp}, nil
-	}
 	uninitialized := node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
 	if !r.estate.HasSynced() {
 		// The first listing of XO has not completed: nothing can be resolved yet. The listing's
@@ -146,9 +132,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: r.backoff.When(n.Name)}, nil
 	}
 	if uninitialized {
-		return r.initialize(ctx, &n, logger)
+		return r.initialize(ctx, n, logger)
 	}
-	return r.syncAddresses(ctx, &n, logger)
+	return r.syncAddresses(ctx, n, logger)
 }
 
 // forget drops the state of a Node that is gone or no longer this controller's.

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -119,25 +118,12 @@ var nodeChanged = predicate.Funcs{
 // vouch for the VM, labels may be added or updated but none removed (node.Describe).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
-	var n corev1.Node
-	// The cache's own Node, read only: every change is made on a copy (after). A copy at every
-	// look would be 2 KB of garbage per Node and controller at each wave over all Nodes.
-	if err := r.client.Get(ctx, req.NamespacedName, &n, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.Name)
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
-	}
-	if !r.wants(&n) {
-		r.forget(n.Name)
-		return ctrl.Result{}, nil
-	}
-	if r.written.Behind(&n) {
-		return ctrl.Result{RequeueAfter: common.CacheCatchUp}, nil
+	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.forget)
+	if n == nil {
+		return opened, err
 	}
 	view := r.estate.View()
-	res := node.Resolve(view, &n)
+	res := node.Resolve(view, n)
 	if res.Outcome != node.OutcomeMatched {
 		logger.V(1).Info("VM not in the inventory; labels left as they are", "outcome", res.Outcome.String())
 		return ctrl.Result{}, nil
@@ -147,11 +133,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	after := n.DeepCopy()
 	desc := node.Describe(view, after, vm, r.opts.Labels)
-	r.report(&n, desc)
+	r.report(n, desc)
 	if !desc.Changed {
 		return ctrl.Result{}, nil
 	}
-	if err := r.written.Patch(ctx, r.client, &n, after); err != nil {
+	if err := r.written.Patch(ctx, r.client, n, after); err != nil {
 		if common.Retryable(err) {
 			logger.V(1).Info("Node changed meanwhile; retrying")
 			return ctrl.Result{RequeueAfter: r.conflict.When(n.Name)}, nil
@@ -161,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.conflict.Forget(n.Name)
 	patches.Inc()
 	logger.V(1).Info("Node labels synced")
-	r.announce(&n, after)
+	r.announce(n, after)
 	return ctrl.Result{}, nil
 }
 

@@ -156,23 +156,9 @@ func (r *Reconciler) conflictLater(name string) ctrl.Result {
 // state and readiness, and deletes the Node when it is NotReady and its VM is confirmed gone.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
-	var n corev1.Node
-	// The cache's own Node, read only: every change is made on a copy (after). A copy at every
-	// look would be 2 KB of garbage per Node and controller at each wave over all Nodes.
-	if err := r.client.Get(ctx, req.NamespacedName, &n, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.Name)
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
-	}
-	if !r.wants(&n) {
-		// No providerID yet (cloud-node's job), another provider's Node, or ignored.
-		r.forget(n.Name)
-		return ctrl.Result{}, nil
-	}
-	if r.written.Behind(&n) {
-		return ctrl.Result{RequeueAfter: common.CacheCatchUp}, nil
+	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.forget)
+	if n == nil {
+		return opened, err
 	}
 	poolID, vmID, err := node.ParseProviderID(n.Spec.ProviderID)
 	if err != nil {
@@ -180,14 +166,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if poolID == "" {
-		poolID = poolFromLabels(&n)
+		poolID = poolFromLabels(n)
 	}
 	logger = logger.WithValues("vm", vmID, "pool", poolID)
 	ctx = log.IntoContext(ctx, logger)
 
 	view := r.estate.View()
-	res := node.Resolve(view, &n)
-	ready := common.IsReady(&n)
+	res := node.Resolve(view, n)
+	ready := common.IsReady(n)
 
 	var vm *xo.VM
 	var current, trusted bool
@@ -198,11 +184,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if vm != nil || ready {
-		plan := planTaints(&n, vm, ready, current, trusted, r.opts.OutOfServiceTaint)
+		plan := planTaints(n, vm, ready, current, trusted, r.opts.OutOfServiceTaint)
 		if plan.empty() {
 			return r.done(n.Name), nil
 		}
-		if err := r.applyTaints(ctx, &n, vm, plan); err != nil {
+		if err := r.applyTaints(ctx, n, vm, plan); err != nil {
 			if common.Retryable(err) {
 				logger.V(1).Info("Node changed meanwhile; retrying")
 				return r.conflictLater(n.Name), nil
@@ -213,7 +199,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// NotReady, and the VM is not in the inventory: is it gone?
-	reason, why, wait := r.confirmGone(ctx, &n, view, poolID, vmID)
+	reason, why, wait := r.confirmGone(ctx, n, view, poolID, vmID)
 	switch {
 	case reason == refusedSettling:
 		deletionsRefused.WithLabelValues(reason).Inc()
@@ -222,10 +208,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case reason != "":
 		deletionsRefused.WithLabelValues(reason).Inc()
 		logger.Info("Node's VM missing from XO but not confirmed gone; Node kept", "reason", reason, "detail", why)
-		r.eventVMGoneUnconfirmed(&n, vmID, why)
+		r.eventVMGoneUnconfirmed(n, vmID, why)
 		return r.retryLater(n.Name), nil
 	}
-	return r.delete(ctx, &n, vmID)
+	return r.delete(ctx, n, vmID)
 }
 
 // poolFromLabels returns the pool uuid recorded in the Node's labels, for a providerID without
