@@ -4,15 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
@@ -180,7 +184,7 @@ func TestChartOnRealNode(t *testing.T) {
 				t.Fatal("the kubelet did not register its Node again within 60 s")
 			}
 		}
-		if first.Spec.ProviderID == "" && failedOpenWithoutEndpoints(apiLog, logStart) {
+		if first.Spec.ProviderID == "" && len(noEndpointTimes(apiLog, logStart)) > 0 {
 			t.Logf("the kubelet's CREATE was admitted unchanged: the API server found no endpoint of the webhook Service, whose Pods run on the deleted Node")
 		} else {
 			wantDescribedOn(t, first, e, e.realVM, e.realVMName, clusterNode)
@@ -194,6 +198,12 @@ func TestChartOnRealNode(t *testing.T) {
 		})
 		// The controller's Pods survived the kubelet's restart.
 		c.waitPodsReady(t, ns, 2, 60*time.Second)
+		// And the webhook Service routes to them again: while their Node was gone, the
+		// EndpointSlice controller skipped them ("Node not found") and retries the Service with
+		// a backoff of up to minutes, which no event of the Node's return shortens; a Pod Ready
+		// but missing from the endpoints left the next test a single replica to route to
+		// ("no endpoints available" when it terminated). A Service update resyncs it at once.
+		c.resyncEndpoints(t, ns, release+"-webhook", 2)
 	})
 
 	t.Run("SecuritySettingsInTheRunningContainer", func(t *testing.T) {
@@ -337,6 +347,64 @@ func TestChartOnRealNode(t *testing.T) {
 }
 
 // createNamespace creates a namespace.
+// resyncEndpoints has the EndpointSlice controller sync the Service now (an annotation
+// changed) and waits until its EndpointSlices hold want ready endpoints.
+func (c *realCluster) resyncEndpoints(t *testing.T, ns, svc string, want int) {
+	t.Helper()
+	ctx := context.Background()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"xoccm.test/resync":%q}}}`, time.Now().Format(time.RFC3339Nano))
+	if _, err := c.cs.CoreV1().Services(ns).Patch(ctx, svc, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c.kubelet, 30*time.Second, fmt.Sprintf("%d ready endpoints of Service %s", want, svc), func(ctx context.Context) (bool, error) {
+		return c.readyEndpoints(ctx, ns, svc) == want, nil
+	})
+}
+
+// readyEndpoints counts the ready endpoints of the Service's EndpointSlices: where the API
+// server routes admissions (0 on error).
+func (c *realCluster) readyEndpoints(ctx context.Context, ns, svc string) int {
+	l, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, s := range l.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// endpointsState describes the Service's EndpointSlices: each endpoint's Pod and conditions.
+func (c *realCluster) endpointsState(ctx context.Context, ns, svc string) string {
+	l, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, s := range l.Items {
+		for _, ep := range s.Endpoints {
+			name := ""
+			if ep.TargetRef != nil {
+				name = ep.TargetRef.Name
+			}
+			parts = append(parts, fmt.Sprintf("%s/%s ready=%v serving=%v terminating=%v", s.Name, name, deref(ep.Conditions.Ready), deref(ep.Conditions.Serving), deref(ep.Conditions.Terminating)))
+		}
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+func deref(b *bool) string {
+	if b == nil {
+		return "nil"
+	}
+	return strconv.FormatBool(*b)
+}
+
 func (c *realCluster) createNamespace(t *testing.T, ns string) {
 	t.Helper()
 	if _, err := c.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -353,17 +421,21 @@ func fileSize(path string) int64 {
 	return st.Size()
 }
 
-// failedOpenWithoutEndpoints reports whether the API server's log, from offset on, says it
-// admitted a request without calling the webhook because its Service had no endpoint.
-func failedOpenWithoutEndpoints(apiLog string, offset int64) bool {
-	b, err := os.ReadFile(apiLog)
-	if err != nil || int64(len(b)) < offset {
-		return false
+// TestNoEndpointTimes: the API server's "failing open ... no endpoints available" lines of the
+// webhook's Service are found, from the offset on, with their klog time.
+func TestNoEndpointTimes(t *testing.T) {
+	lines := []string{
+		`W1128 04:12:11.000001   29120 dispatcher.go:210] Failed calling webhook, failing open nodes.k8s.xenorchestra: failed calling webhook "nodes.k8s.xenorchestra": failed to call webhook: Post "https://xoccm-webhook.xoccm-system.svc:443/mutate-v1-node?timeout=5s": no endpoints available for service "xoccm-webhook"`,
+		`W1128 04:12:12.004703   29120 dispatcher.go:210] Failed calling webhook, failing open nodes.k8s.xenorchestra: failed calling webhook "nodes.k8s.xenorchestra": failed to call webhook: Post "https://xoccm-webhook.xoccm-system.svc:443/mutate-v1-node?timeout=5s": no endpoints available for service "xoccm-webhook"`,
+		`W1128 04:12:13.000000   29120 dispatcher.go:210] Failed calling webhook, failing open nodes.k8s.xenorchestra: failed calling webhook "nodes.k8s.xenorchestra": failed to call webhook: Post "https://xoccm-webhook.xoccm-system.svc:443/mutate-v1-node?timeout=5s": context deadline exceeded`,
 	}
-	for _, line := range strings.Split(string(b[offset:]), "\n") {
-		if strings.Contains(line, "failing open") && strings.Contains(line, `no endpoints available for service "`+release+`-webhook"`) {
-			return true
-		}
+	f := filepath.Join(t.TempDir(), "kube-apiserver.log")
+	if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	return false
+	got := noEndpointTimes(f, int64(len(lines[0])+1))
+	want := time.Date(time.Now().Year(), 11, 28, 4, 12, 12, 4703000, time.Local)
+	if len(got) != 1 || !got[0].Equal(want) {
+		t.Fatalf("got %v, want [%v]", got, want)
+	}
 }
