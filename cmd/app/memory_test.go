@@ -3,11 +3,13 @@ package app
 import (
 	"context"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 )
 
@@ -53,13 +55,7 @@ func TestReleaseHeap(t *testing.T) {
 	}
 	garbage = nil
 
-	var mu sync.Mutex
-	var lines []string
-	log := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, args)
-	}, funcr.Options{Verbosity: 1})
+	log, lines := recordingLogger(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan struct{})
@@ -68,9 +64,7 @@ func TestReleaseHeap(t *testing.T) {
 		releaseHeap(ctx, log, 20*time.Millisecond)
 	}()
 	released := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, l := range lines {
+		for _, l := range lines() {
 			if strings.Contains(l, "Returned the heap of a burst") {
 				return true
 			}
@@ -83,9 +77,26 @@ func TestReleaseHeap(t *testing.T) {
 	cancel()
 	<-done
 	if !released() {
-		t.Fatalf("the heap was not released; log: %v", lines)
+		t.Fatalf("the heap was not released; log: %v", lines())
 	}
 	if h := readHeap(newHeapSamples()); h.excess() > releaseMin {
 		t.Errorf("after the release the heap holds %d MiB beyond %d MiB of live data", h.excess()>>20, h.live>>20)
+	}
+}
+
+// recordingLogger returns a logger at verbosity v and a function that returns a copy of the
+// lines it logged (their key/value part, funcr's format).
+func recordingLogger(v int) (logr.Logger, func() []string) {
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: v})
+	return log, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lines)
 	}
 }

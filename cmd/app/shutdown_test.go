@@ -5,12 +5,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -73,13 +71,7 @@ func TestGracefulStopReportsLateAdmissions(t *testing.T) {
 		{"late", []time.Duration{time.Second, 4500 * time.Millisecond}, `"msg"="WARNING: admissions were still arriving at the end of the shutdown delay`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var lines []string
-			log := funcr.New(func(prefix, args string) {
-				mu.Lock()
-				defer mu.Unlock()
-				lines = append(lines, args)
-			}, funcr.Options{})
+			log, lines := recordingLogger(0)
 			clk := clocktesting.NewFakeClock(time.Now())
 			g := newGracefulStop(5*time.Second, clk, log)
 			h := g.observe(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
@@ -97,9 +89,8 @@ func TestGracefulStopReportsLateAdmissions(t *testing.T) {
 			}
 			clk.Step(5*time.Second - elapsed)
 			<-ctx.Done()
-			mu.Lock()
-			defer mu.Unlock()
-			last := lines[len(lines)-1]
+			all := lines()
+			last := all[len(all)-1]
 			if !strings.Contains(last, tc.want) {
 				t.Errorf("last line %s\nwant it to contain %s", last, tc.want)
 			}

@@ -884,9 +884,7 @@ func TestDisconnectOrderNoDeletion(t *testing.T) {
 // stays until B is back. A VM deleted for good once both pools are settled still goes.
 func TestVMMovedToALostPoolNoDeletion(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
-	poolB := f.X.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
-	hostB := f.X.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b1"})
-	f.WaitInventory("pool B trusted", func(s *inventory.Snapshot) bool { return s.PoolConnected(poolB) })
+	poolB, hostB := f.addPoolB()
 
 	vm := f.addVM("mover", running)
 	n := f.createNode("w", vm, false)
@@ -947,9 +945,7 @@ func TestVMMovedUnseenIntoALostPoolNoDeletion(t *testing.T) {
 	for _, disabled := range []bool{false, true} {
 		t.Run(map[bool]string{false: "server entry enabled", true: "server entry disabled"}[disabled], func(t *testing.T) {
 			f := newFixture(t, fixtureOptions{})
-			poolB := f.X.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
-			hostB := f.X.AddHost(t, xosim.HostSpec{PoolID: poolB, NameLabel: "host-b1"})
-			f.WaitInventory("pool B trusted", func(s *inventory.Snapshot) bool { return s.PoolConnected(poolB) })
+			poolB, hostB := f.addPoolB()
 			vm := f.addVM("mover", halted)
 			n := f.createNode("w", vm, false)
 			f.reconcile(n.Name)

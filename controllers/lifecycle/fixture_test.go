@@ -65,6 +65,15 @@ func (f *fixture) addVM(name, power string) string {
 	return f.AddVM(xosim.VMSpec{NameLabel: name, PowerState: power})
 }
 
+// addPoolB adds a second pool, pool-b, with one host, and waits until the inventory trusts it.
+func (f *fixture) addPoolB() (pool, host string) {
+	f.T.Helper()
+	pool = f.X.AddPool(f.T, xosim.PoolSpec{NameLabel: "pool-b"})
+	host = f.X.AddHost(f.T, xosim.HostSpec{PoolID: pool, NameLabel: "host-b1"})
+	f.WaitInventory("pool B trusted", func(s *inventory.Snapshot) bool { return s.PoolConnected(pool) })
+	return pool, host
+}
+
 // createNode registers an initialized Node for a VM, as a kubelet with --provider-id would,
 // with the given readiness, and removes it at the end of the test.
 func (f *fixture) createNode(suffix, vmID string, ready bool, opts ...testenv.NodeOption) *corev1.Node {
