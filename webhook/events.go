@@ -6,30 +6,20 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// Event reasons and actions of the webhook.
-const (
-	// ReasonVMNotResolved (Warning): the Node was admitted without XO data.
-	ReasonVMNotResolved = "VMNotResolved"
-	// ReasonLabelRejected (Warning): a label or taint the VM implies could not be set.
-	ReasonLabelRejected = "LabelRejected"
-	// ReasonLabelConflict (Warning): a VM tag asks for a label or taint someone else set with
-	// another value on a key the controller does not own; it was left alone.
-	ReasonLabelConflict = "LabelConflict"
-
-	// ActionAdmit is the action of every webhook event.
-	ActionAdmit = "Admit"
-)
+// ActionAdmit is the action of every webhook event. Its reasons are those the controllers
+// share (node.ReasonVMNotResolved: the Node was admitted without XO data;
+// node.ReasonLabelRejected; node.ReasonLabelConflict).
+const ActionAdmit = "Admit"
 
 func (d *NodeDefaulter) eventVMNotResolved(n *corev1.Node, res node.Result) {
-	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonVMNotResolved, ActionAdmit,
+	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonVMNotResolved, ActionAdmit,
 		"admitted unchanged, the controller retries: %s", res.String())
 }
 
 func (d *NodeDefaulter) eventLabelRejected(n *corev1.Node, r node.Rejection) {
-	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonLabelRejected, ActionAdmit, "%s", r.String())
+	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelRejected, ActionAdmit, "%s", r.String())
 }
 
 func (d *NodeDefaulter) eventLabelConflict(n *corev1.Node, key string) {
-	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonLabelConflict, ActionAdmit,
-		"a VM tag asks for %q, which someone else set to another value: left alone", key)
+	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionAdmit, "%s", node.LabelConflictMessage(key))
 }

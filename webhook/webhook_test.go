@@ -228,14 +228,14 @@ func TestAmbiguousNameUnchanged(t *testing.T) {
 	w.addVM(t, xosim.VMSpec{NameLabel: "twin"})
 	n := create(t, testenv.KubeletNode("twin"))
 	wantUnchanged(t, n)
-	w.wantEvent(t, "twin", webhook.ReasonVMNotResolved, "ambiguous")
+	w.wantEvent(t, "twin", node.ReasonVMNotResolved, "ambiguous")
 }
 
 func TestUnknownVMUnchanged(t *testing.T) {
 	w := serve(t, tagLabels)
 	n := create(t, testenv.KubeletNode("node-unknown", testenv.WithSystemUUID("11111111-2222-4333-8444-555555555555")))
 	wantUnchanged(t, n)
-	w.wantEvent(t, "node-unknown", webhook.ReasonVMNotResolved, "")
+	w.wantEvent(t, "node-unknown", node.ReasonVMNotResolved, "")
 }
 
 // stalledVM adds a VM while the inventory's event stream is held back, so that the inventory
@@ -311,7 +311,7 @@ func TestInvalidNameSanitized(t *testing.T) {
 	if _, ok := n2.Labels[node.LabelVMName]; ok || n2.Spec.ProviderID == "" {
 		t.Fatalf("unsanitizable name: labels %v providerID %q", n2.Labels, n2.Spec.ProviderID)
 	}
-	w.wantEvent(t, "node-unlabelable", webhook.ReasonLabelRejected, "")
+	w.wantEvent(t, "node-unlabelable", node.ReasonLabelRejected, "")
 }
 
 // TestDryRunEmitsNoEvent: a dry-run CREATE (kubectl create --dry-run=server) is described
@@ -331,7 +331,7 @@ func TestDryRunEmitsNoEvent(t *testing.T) {
 		t.Fatalf("a dry run emitted events: %v", ev)
 	}
 	create(t, testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm)))
-	w.wantEvent(t, "node-dry", webhook.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
+	w.wantEvent(t, "node-dry", node.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
 }
 
 func TestTagLabelsAndRefusedKeys(t *testing.T) {
@@ -351,7 +351,7 @@ func TestTagLabelsAndRefusedKeys(t *testing.T) {
 	if !node.HasTaint(n.Spec.Taints, tagPrefix+"dedicated", corev1.TaintEffectNoSchedule) {
 		t.Errorf("tag taint missing: %v", n.Spec.Taints)
 	}
-	w.wantEvent(t, "node-tagged", webhook.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
+	w.wantEvent(t, "node-tagged", node.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
 }
 
 func TestXOUnreachable(t *testing.T) {
@@ -366,7 +366,7 @@ func TestXOUnreachable(t *testing.T) {
 		t.Fatalf("CREATE took %s", d)
 	}
 	wantUnchanged(t, n)
-	w.wantEvent(t, "node-xo-down", webhook.ReasonVMNotResolved, "")
+	w.wantEvent(t, "node-xo-down", node.ReasonVMNotResolved, "")
 }
 
 func TestWebhookDown(t *testing.T) {

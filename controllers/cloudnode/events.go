@@ -87,8 +87,7 @@ func (e eventRecorder) labelRejected(n *corev1.Node, what string) {
 }
 
 func (e eventRecorder) labelConflict(n *corev1.Node, key string) {
-	e.emit(n, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionInitialize,
-		"a VM tag asks for %q, which someone else set to another value: left alone", key)
+	e.emit(n, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionInitialize, "%s", node.LabelConflictMessage(key))
 }
 
 func (e eventRecorder) initializationIncomplete(n *corev1.Node, missing []string) {

@@ -48,6 +48,5 @@ func (r *Reconciler) eventLabelRejected(n *corev1.Node, rj node.Rejection) {
 }
 
 func (r *Reconciler) eventLabelConflict(n *corev1.Node, key string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionSync,
-		"a VM tag asks for %q, which someone else set to another value: left alone", key)
+	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionSync, "%s", node.LabelConflictMessage(key))
 }

@@ -269,7 +269,7 @@ func runRBACMode(t *testing.T, env *testenv.Env, name string, set []string, forb
 	}
 	var wants []want
 	if r.webhook {
-		wants = append(wants, want{"webhook: an unknown VM reported", func() bool { return true }, prefix + "unknown", webhook.ReasonVMNotResolved})
+		wants = append(wants, want{"webhook: an unknown VM reported", func() bool { return true }, prefix + "unknown", node.ReasonVMNotResolved})
 	}
 	if r.runs(cloudnode.Name) {
 		wants = append(wants, want{"cloud-node: initialized", func() bool { return true }, prefix + "init", cloudnode.ReasonNodeInitialized},

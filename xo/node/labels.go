@@ -59,6 +59,12 @@ const (
 	ReasonLabelConflict = "LabelConflict"
 )
 
+// LabelConflictMessage is the message of a ReasonLabelConflict event about key (a label key or
+// a taint id).
+func LabelConflictMessage(key string) string {
+	return fmt.Sprintf("a VM tag asks for %q, which someone else set to another value: left alone", key)
+}
+
 // Taint keys the controllers manage.
 const (
 	// TaintUninitialized is put by a kubelet running with --cloud-provider=external, and
