@@ -191,7 +191,7 @@ type gen struct {
 	// now is the offset being generated; poolBack is when each pool's staged reconnection ends.
 	now      time.Duration
 	poolBack map[int]time.Duration
-	// moveHidden lets VMs move from or to a pool XO does not hold (SOAK_MOVE_HIDDEN).
+	// moveHidden lets VMs move from or to a pool XO does not hold (unless SOAK_MOVE_HIDDEN=0).
 	moveHidden bool
 	apiBusy    time.Duration // no kube-apiserver restart before this offset (one a minute at most)
 }

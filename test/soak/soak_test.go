@@ -54,9 +54,10 @@
 // (the controller trusts a pool's absences one settle time after XO shows it; with 5 s loads it
 // deletes Nodes whose VMs XO has not loaded yet); and the API server's own faults stop 90 s
 // before each quiet step (client-go's reflector backoff keeps a watch down up to a minute after
-// them, longer than the convergence bound). VMs move only between pools XO holds, as XO
-// migrates them; SOAK_MOVE_HIDDEN=1 also moves them while XO does not hold one of the pools (a
-// move made with XAPI), and the controller then deletes Nodes of VMs that moved, not went.
+// them, longer than the convergence bound). VMs also move while XO does not hold one of the
+// pools (a move made with XAPI); SOAK_MOVE_HIDDEN=0 moves them only between pools XO holds, as
+// XO migrates them (the controller deleted Nodes of VMs that moved into a pool XO had lost
+// until it required the whole inventory for a deletion).
 //
 //	go test ./test/soak/                                           # the CI run: seed 24, 5 minutes
 //	make soak SEED=42 DURATION=60m                                 # any seed and duration
@@ -199,7 +200,7 @@ type sample struct {
 
 // ciOptions are the schedule options of every run unless SOAK_POOL_LOAD or SOAK_MOVE_HIDDEN
 // say otherwise.
-var ciOptions = Options{PoolLoad: defaultPoolLoad}
+var ciOptions = Options{PoolLoad: defaultPoolLoad, MoveHidden: true}
 
 func envDuration(t *testing.T) (uint64, time.Duration, Options) {
 	seed, d, o := uint64(ciSeed), ciDuration, ciOptions
@@ -210,7 +211,7 @@ func envDuration(t *testing.T) (uint64, time.Duration, Options) {
 		}
 		o.PoolLoad = v
 	}
-	o.MoveHidden = os.Getenv("SOAK_MOVE_HIDDEN") != ""
+	o.MoveHidden = os.Getenv("SOAK_MOVE_HIDDEN") != "0"
 	if s := os.Getenv("SOAK_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -1493,8 +1494,8 @@ func (r *runner) report() {
 // replay is the command that runs the same schedule.
 func (s *Schedule) replay() string {
 	cmd := fmt.Sprintf("make soak SEED=%d DURATION=%s", s.Seed, s.Duration)
-	if s.Options.MoveHidden {
-		cmd = "SOAK_MOVE_HIDDEN=1 " + cmd
+	if !s.Options.MoveHidden {
+		cmd = "SOAK_MOVE_HIDDEN=0 " + cmd
 	}
 	if s.Options.PoolLoad != defaultPoolLoad {
 		cmd = fmt.Sprintf("SOAK_POOL_LOAD=%s %s", s.Options.PoolLoad, cmd)
