@@ -48,7 +48,9 @@ func TestCutEventStreams(t *testing.T) {
 	for f := range s2.frames {
 		t.Fatalf("a frame from a stream cut with nothing queued: %+v", f)
 	}
-	<-s2.done
+	if err := <-s2.done; !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("stream cut in a ping: end %v, want an unexpected EOF", err)
+	}
 	for deadline := time.Now().Add(time.Second); e.sim.EventStreams() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d event streams still open after the cut", e.sim.EventStreams())
