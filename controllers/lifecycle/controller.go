@@ -300,7 +300,7 @@ func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inve
 	// XO answers "no such VM" as for a destroyed VM. Only an inventory that holds every pool
 	// that counts (Snapshot.Complete: the scope's, or those of every enabled server entry)
 	// vouches that the VM is nowhere. A disabled entry does not count: an administrator told XO
-	// to forget that pool and the VMs in it (docs/lifecycle.md).
+	// to forget that pool and the VMs in it (docs/troubleshooting.md).
 	for _, s := range servers {
 		if !s.snap.Complete() {
 			return refusedIncomplete, "the XO server does not hold every pool of its scope (or of its enabled server entries) connected and settled: the VM may have moved to a pool it cannot see now", 0
