@@ -361,10 +361,15 @@ func (c *realCluster) resyncEndpoints(t *testing.T, ns, svc string, want int) {
 	})
 }
 
+// serviceSlices lists the Service's EndpointSlices.
+func (c *realCluster) serviceSlices(ctx context.Context, ns, svc string) (*discoveryv1.EndpointSliceList, error) {
+	return c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+}
+
 // readyEndpoints counts the ready endpoints of the Service's EndpointSlices: where the API
 // server routes admissions (0 on error).
 func (c *realCluster) readyEndpoints(ctx context.Context, ns, svc string) int {
-	l, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	l, err := c.serviceSlices(ctx, ns, svc)
 	if err != nil {
 		return 0
 	}
@@ -381,7 +386,7 @@ func (c *realCluster) readyEndpoints(ctx context.Context, ns, svc string) int {
 
 // endpointsState describes the Service's EndpointSlices: each endpoint's Pod and conditions.
 func (c *realCluster) endpointsState(ctx context.Context, ns, svc string) string {
-	l, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	l, err := c.serviceSlices(ctx, ns, svc)
 	if err != nil {
 		return err.Error()
 	}
