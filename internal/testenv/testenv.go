@@ -75,10 +75,29 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
-// RepoRoot returns the repository's root folder.
+// RepoRoot returns the repository's root folder: two folders above this source file, or, in a
+// build with -trimpath (make test compiles as make build does, see the Makefile), where the
+// file's path is relative to the module, the nearest folder holding a go.mod above the working
+// directory, which go test sets to the package's folder.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	if filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("testenv: the repository's root: %v", err))
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("testenv: the repository's root: no go.mod above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // Start starts etcd and kube-apiserver.
