@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
@@ -80,7 +81,7 @@ func admissionRequest(b testing.TB, name, systemUUID string) admission.Request {
 
 func newHandler(e *inventory.Estate) *admission.Webhook {
 	d := &webhook.NodeDefaulter{
-		Estate: e, Recorder: discardRecorder{},
+		Estate: e, Events: nodeevents.New(discardRecorder{}, "webhook", nil),
 		Labels: node.LabelOptions{TagLabelPrefixes: []string{"tag.k8s.xenorchestra/"}},
 	}
 	return d.Webhook()

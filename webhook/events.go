@@ -3,23 +3,24 @@ package webhook
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 // ActionAdmit is the action of every webhook event. Its reasons are those the controllers
-// share (node.ReasonVMNotResolved: the Node was admitted without XO data;
-// node.ReasonLabelRejected; node.ReasonLabelConflict).
+// share (nodeevents.ReasonVMNotResolved: the Node was admitted without XO data;
+// ReasonLabelRejected; ReasonLabelConflict).
 const ActionAdmit = "Admit"
 
 func (d *NodeDefaulter) eventVMNotResolved(n *corev1.Node, res node.Result) {
-	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonVMNotResolved, ActionAdmit,
+	d.Events.Warning(n, nodeevents.ReasonVMNotResolved, ActionAdmit,
 		"admitted unchanged, the controller retries: %s", res.String())
 }
 
 func (d *NodeDefaulter) eventLabelRejected(n *corev1.Node, r node.Rejection) {
-	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelRejected, ActionAdmit, "%s", r.String())
+	d.Events.LabelRejected(n, ActionAdmit, r.String())
 }
 
 func (d *NodeDefaulter) eventLabelConflict(n *corev1.Node, key string) {
-	d.Recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionAdmit, "%s", node.LabelConflictMessage(key))
+	d.Events.LabelConflict(n, ActionAdmit, key)
 }

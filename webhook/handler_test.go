@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
@@ -58,7 +59,7 @@ func kubeletNode(t *testing.T, vm string) map[string]any {
 // kubeProxyVersion: ""), stay as the API server sent them.
 func TestWebhookKeepsAdmittedObject(t *testing.T) {
 	e, ids := benchEstate(t, 16)
-	d := &webhook.NodeDefaulter{Estate: e, Labels: tagLabels, Recorder: discardRecorder{}}
+	d := &webhook.NodeDefaulter{Estate: e, Labels: tagLabels, Events: nodeevents.New(discardRecorder{}, "webhook", nil)}
 	sent := kubeletNode(t, ids[3])
 	raw, err := json.Marshal(sent)
 	if err != nil {
@@ -118,7 +119,7 @@ func normalize(t *testing.T, obj map[string]any) map[string]any {
 // unchanged, with a warning.
 func TestWebhookNeverDenies(t *testing.T) {
 	e, _ := benchEstate(t, 4)
-	d := &webhook.NodeDefaulter{Estate: e, Recorder: discardRecorder{}}
+	d := &webhook.NodeDefaulter{Estate: e, Events: nodeevents.New(discardRecorder{}, "webhook", nil)}
 	for name, raw := range map[string]string{
 		"spec not an object": `{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"},"spec":"x"}`,
 		"not a Node":         `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}}`,
@@ -141,7 +142,7 @@ func TestWebhookIgnoredBySelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &webhook.NodeDefaulter{Estate: e, Ignore: ignore, Recorder: discardRecorder{}}
+	d := &webhook.NodeDefaulter{Estate: e, Ignore: ignore, Events: nodeevents.New(discardRecorder{}, "webhook", nil)}
 	for _, ignored := range []bool{false, true} {
 		obj := kubeletNode(t, ids[1])
 		if ignored {

@@ -11,10 +11,10 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/events"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
@@ -30,8 +30,9 @@ type NodeDefaulter struct {
 	Labels    node.LabelOptions
 	Addresses node.AddressOptions
 	// Ignore names the Nodes left alone: no lookup, no change.
-	Ignore   node.Ignorer
-	Recorder events.EventRecorder
+	Ignore node.Ignorer
+	// Events emits the webhook's events (nodeevents.New(…, "webhook", …)); nil emits none.
+	Events *nodeevents.Recorder
 }
 
 var _ admission.Defaulter[*corev1.Node] = &NodeDefaulter{}

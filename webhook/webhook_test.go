@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
@@ -53,7 +54,7 @@ func serve(t *testing.T, labels node.LabelOptions) *world {
 	w.pool = x.AddPool(t, xosim.PoolSpec{NameLabel: "dc1-pool-a"})
 	w.host = x.AddHost(t, xosim.HostSpec{PoolID: w.pool, NameLabel: "xcp-host-01"})
 	x.StartInventory(t, inventory.Options{})
-	d := &webhook.NodeDefaulter{Estate: testenv.Estate(x), Labels: labels, Recorder: w.events}
+	d := &webhook.NodeDefaulter{Estate: testenv.Estate(x), Labels: labels, Events: nodeevents.New(w.events, "webhook", nil)}
 
 	wo := env.WebhookInstallOptions
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
@@ -228,14 +229,14 @@ func TestAmbiguousNameUnchanged(t *testing.T) {
 	w.addVM(t, xosim.VMSpec{NameLabel: "twin"})
 	n := create(t, testenv.KubeletNode("twin"))
 	wantUnchanged(t, n)
-	w.wantEvent(t, "twin", node.ReasonVMNotResolved, "ambiguous")
+	w.wantEvent(t, "twin", nodeevents.ReasonVMNotResolved, "ambiguous")
 }
 
 func TestUnknownVMUnchanged(t *testing.T) {
 	w := serve(t, tagLabels)
 	n := create(t, testenv.KubeletNode("node-unknown", testenv.WithSystemUUID("11111111-2222-4333-8444-555555555555")))
 	wantUnchanged(t, n)
-	w.wantEvent(t, "node-unknown", node.ReasonVMNotResolved, "")
+	w.wantEvent(t, "node-unknown", nodeevents.ReasonVMNotResolved, "")
 }
 
 // stalledVM adds a VM while the inventory's event stream is held back, so that the inventory
@@ -311,7 +312,7 @@ func TestInvalidNameSanitized(t *testing.T) {
 	if _, ok := n2.Labels[node.LabelVMName]; ok || n2.Spec.ProviderID == "" {
 		t.Fatalf("unsanitizable name: labels %v providerID %q", n2.Labels, n2.Spec.ProviderID)
 	}
-	w.wantEvent(t, "node-unlabelable", node.ReasonLabelRejected, "")
+	w.wantEvent(t, "node-unlabelable", nodeevents.ReasonLabelRejected, "")
 }
 
 // TestDryRunEmitsNoEvent: a dry-run CREATE (kubectl create --dry-run=server) is described
@@ -331,7 +332,7 @@ func TestDryRunEmitsNoEvent(t *testing.T) {
 		t.Fatalf("a dry run emitted events: %v", ev)
 	}
 	create(t, testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm)))
-	w.wantEvent(t, "node-dry", node.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
+	w.wantEvent(t, "node-dry", nodeevents.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
 }
 
 func TestTagLabelsAndRefusedKeys(t *testing.T) {
@@ -351,7 +352,7 @@ func TestTagLabelsAndRefusedKeys(t *testing.T) {
 	if !node.HasTaint(n.Spec.Taints, tagPrefix+"dedicated", corev1.TaintEffectNoSchedule) {
 		t.Errorf("tag taint missing: %v", n.Spec.Taints)
 	}
-	w.wantEvent(t, "node-tagged", node.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
+	w.wantEvent(t, "node-tagged", nodeevents.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
 }
 
 func TestXOUnreachable(t *testing.T) {
@@ -366,7 +367,7 @@ func TestXOUnreachable(t *testing.T) {
 		t.Fatalf("CREATE took %s", d)
 	}
 	wantUnchanged(t, n)
-	w.wantEvent(t, "node-xo-down", node.ReasonVMNotResolved, "")
+	w.wantEvent(t, "node-xo-down", nodeevents.ReasonVMNotResolved, "")
 }
 
 func TestWebhookDown(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook/certs"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -168,7 +169,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 	recorder := mgr.GetEventRecorder("xenorchestra-cloud-controller-manager")
 
 	if o.Webhook {
-		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Recorder: recorder}
+		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Events: nodeevents.New(recorder, "webhook", nil)}
 		if err := startWebhook(ctx, mgr, webhookServer, d, certDir); err != nil {
 			return err
 		}

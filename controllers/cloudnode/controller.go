@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
@@ -71,7 +72,7 @@ type Reconciler struct {
 // New returns the cloud-node Reconciler.
 func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	return &Reconciler{
-		client: c, estate: estate, recorder: newEventRecorder(recorder), clock: clk, opts: o,
+		client: c, estate: estate, recorder: eventRecorder{nodeevents.New(recorder, Name, clk)}, clock: clk, opts: o,
 		backoff: common.NewNotYetBackoff(backoffMax),
 		retry:   common.NewConflictBackoff(),
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
@@ -346,7 +347,7 @@ func TestAmbiguousNameKeepsTaint(t *testing.T) {
 	if _, ok := after.Labels[node.LabelRegion]; ok {
 		t.Errorf("region label set on an unresolved node")
 	}
-	ev := f.Rec.Find(name, node.ReasonVMNotResolved)
+	ev := f.Rec.Find(name, nodeevents.ReasonVMNotResolved)
 	if len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning || !strings.Contains(ev[0].Note, "ambiguous") {
 		t.Errorf("VMNotResolved events = %+v, want one Warning saying ambiguous", ev)
 	}
@@ -600,7 +601,7 @@ func TestFaultPoolDisconnected(t *testing.T) {
 			}
 			f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return s.PoolConnected(f.Pool) })
 		},
-		reason: node.ReasonVMNotResolved,
+		reason: nodeevents.ReasonVMNotResolved,
 	})
 }
 
@@ -649,7 +650,7 @@ func TestManagerChangeSource(t *testing.T) {
 	name := nodeName(t)
 	vmID := "3b0f7d5e-2c1a-4e8b-9f60-7a1d2c3b4e5f"
 	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
-	testenv.Eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.Rec.Find(name, node.ReasonVMNotResolved)) > 0 })
+	testenv.Eventually(t, 10*time.Second, "VMNotResolved", func() bool { return len(f.Rec.Find(name, nodeevents.ReasonVMNotResolved)) > 0 })
 	if !uninitialized(f.Get(name)) {
 		t.Fatal("taint removed for a VM that does not exist")
 	}
@@ -711,7 +712,7 @@ func TestNameMatchNotBlockedByOtherPools(t *testing.T) {
 			got := f.Get(name)
 			if !tc.matched {
 				checkUntouched(t, before, got)
-				if ev := f.Rec.Find(name, node.ReasonVMNotResolved); len(ev) == 0 || !strings.Contains(ev[0].Note, "incomplete") {
+				if ev := f.Rec.Find(name, nodeevents.ReasonVMNotResolved); len(ev) == 0 || !strings.Contains(ev[0].Note, "incomplete") {
 					t.Errorf("VMNotResolved events = %+v, want one saying incomplete", ev)
 				}
 				return

@@ -34,10 +34,6 @@ var (
 		Name: "xenorchestra_cloud_node_address_updates_total",
 		Help: "Writes of a Node's status.addresses, by result (updated, conflict, api_error).",
 	}, []string{"result"})
-	eventsSuppressedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "xenorchestra_cloud_node_events_suppressed_total",
-		Help: "Normal events not emitted because more than 100 came at once (then 10 per second), by reason.",
-	}, []string{"reason"})
 	labelRejectionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_cloud_node_label_rejections_total",
 		Help: "Labels and taints a VM implies that were not set at initialization, by kind and reason.",
@@ -45,7 +41,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(initializationsTotal, initializationDuration, addressUpdatesTotal, labelRejectionsTotal, eventsSuppressedTotal)
+	metrics.Registry.MustRegister(initializationsTotal, initializationDuration, addressUpdatesTotal, labelRejectionsTotal)
 	for _, r := range []string{resultInitialized, resultNotResolved, resultXOError, resultIncomplete, resultConflict, resultAPIError, resultNotSynced} {
 		initializationsTotal.WithLabelValues(r)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/cloudnode"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
@@ -228,7 +229,7 @@ func TestSamePoolTwoServers(t *testing.T) {
 			t.Errorf("Node %s: providerID %q, want %q", n, got, node.FormatProviderID(pool, vm))
 		}
 		wantLabels(t, n, map[string]string{node.LabelRegion: "shared", node.LabelZone: "host-1"})
-		if ev := a.Rec.Find(n, node.ReasonLabelRejected); len(ev) != 0 {
+		if ev := a.Rec.Find(n, nodeevents.ReasonLabelRejected); len(ev) != 0 {
 			t.Errorf("Node %s: the same pool through two servers reported as duplicate names: %+v", n, ev)
 		}
 	}

@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
@@ -55,18 +54,14 @@ type Options struct {
 
 // Reconciler is the cloud-node-label-sync controller.
 type Reconciler struct {
-	client   client.Client
-	estate   *inventory.Estate
-	recorder events.EventRecorder
-	opts     Options
+	client client.Client
+	estate *inventory.Estate
+	events *nodeevents.Recorder
+	opts   Options
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
 	// conflict spaces the retries after optimistic-lock conflicts.
 	conflict workqueue.TypedRateLimiter[string]
-	// reported holds, per Node name, the refusals and conflicts last reported (reportKey), so
-	// that a standing refusal is reported once, not at every resync: each event is an API
-	// write, and a resync that changes nothing writes nothing.
-	reported sync.Map
 }
 
 // New returns the controller.
@@ -74,13 +69,12 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
-	return &Reconciler{client: c, estate: estate, recorder: recorder, opts: o, conflict: common.NewConflictBackoff()}
+	return &Reconciler{client: c, estate: estate, events: nodeevents.New(recorder, Name, nil), opts: o, conflict: common.NewConflictBackoff()}
 }
 
 // forget drops the state of a Node that is gone or no longer this controller's.
 func (r *Reconciler) forget(name string) {
 	r.written.Forget(name)
-	r.reported.Delete(name)
 	r.conflict.Forget(name)
 }
 
@@ -178,43 +172,18 @@ func (r *Reconciler) announce(before, after *corev1.Node) {
 }
 
 // report emits a LabelRejected event for each label or taint the VM implies that was not set,
-// and a LabelConflict event for each left alone because someone else set it, once per Node
-// until they change (a new Node of the same name reports them again).
+// and a LabelConflict event for each left alone because someone else set it, each counted when
+// its event is emitted: once, then again hourly while it stands (nodeevents), not at every
+// resync.
 func (r *Reconciler) report(n *corev1.Node, d node.Description) {
-	key := reportKey(n, d)
-	if prev, ok := r.reported.Load(n.Name); ok && prev == key {
-		return
-	}
-	if key == "" {
-		r.reported.Delete(n.Name)
-		return
-	}
-	r.reported.Store(n.Name, key)
 	for _, rj := range d.Rejected {
-		rejectedTotal.WithLabelValues(string(rj.Reason)).Inc()
-		r.eventLabelRejected(n, rj)
+		if r.eventLabelRejected(n, rj) {
+			rejectedTotal.WithLabelValues(string(rj.Reason)).Inc()
+		}
 	}
 	for _, c := range d.Conflicts {
-		conflictsTotal.Inc()
-		r.eventLabelConflict(n, c)
+		if r.eventLabelConflict(n, c) {
+			conflictsTotal.Inc()
+		}
 	}
-}
-
-// reportKey identifies the refusals and conflicts of d on this Node ("" when there are none).
-func reportKey(n *corev1.Node, d node.Description) string {
-	if len(d.Rejected) == 0 && len(d.Conflicts) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString(string(n.UID))
-	for _, rj := range d.Rejected {
-		b.WriteString("\x00")
-		b.WriteString(rj.String())
-	}
-	// Conflicts come in map order.
-	for _, c := range slices.Sorted(slices.Values(d.Conflicts)) {
-		b.WriteString("\x00c")
-		b.WriteString(c)
-	}
-	return b.String()
 }

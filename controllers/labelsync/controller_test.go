@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
@@ -229,8 +230,8 @@ func TestTagLabelsAndTaints(t *testing.T) {
 	// A tag asking for a key a person set: left alone, with an event.
 	setTags(node.TagLabelPrefix+"example.com/tier=silver", node.TagLabelPrefix+"example.com/owner=bob")
 	wantLabels(t, f.labels(n), map[string]string{"example.com/owner": "alice", "example.com/tier": "silver"})
-	if ev := f.Rec.Find(n, node.ReasonLabelConflict); len(ev) != 1 || !strings.Contains(ev[0].Note, "example.com/owner") {
-		t.Errorf("want one %s event about example.com/owner, got %+v", node.ReasonLabelConflict, ev)
+	if ev := f.Rec.Find(n, nodeevents.ReasonLabelConflict); len(ev) != 1 || !strings.Contains(ev[0].Note, "example.com/owner") {
+		t.Errorf("want one %s event about example.com/owner, got %+v", nodeevents.ReasonLabelConflict, ev)
 	}
 
 	// Remove: the controller's label goes, the person's labels stay.
@@ -267,13 +268,13 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	if node.HasTaint(got.Spec.Taints, "node.kubernetes.io/unschedulable", "") {
 		t.Error("forbidden taint set")
 	}
-	ev := f.Rec.Find(n, node.ReasonLabelRejected)
+	ev := f.Rec.Find(n, nodeevents.ReasonLabelRejected)
 	if len(ev) != len(forbidden) {
-		t.Errorf("want %d %s events, got %d: %+v", len(forbidden), node.ReasonLabelRejected, len(ev), ev)
+		t.Errorf("want %d %s events, got %d: %+v", len(forbidden), nodeevents.ReasonLabelRejected, len(ev), ev)
 	}
 	for _, e := range ev {
 		if e.Type != corev1.EventTypeWarning {
-			t.Errorf("%s event of type %s", node.ReasonLabelRejected, e.Type)
+			t.Errorf("%s event of type %s", nodeevents.ReasonLabelRejected, e.Type)
 		}
 	}
 	if d := testutil.ToFloat64(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
@@ -284,7 +285,7 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	rv := got.ResourceVersion
 	f.reconcile(n)
 	f.reconcile(n)
-	if got := len(f.Rec.Find(n, node.ReasonLabelRejected)); got != len(forbidden) {
+	if got := len(f.Rec.Find(n, nodeevents.ReasonLabelRejected)); got != len(forbidden) {
 		t.Errorf("%d refusal events after three looks, want %d", got, len(forbidden))
 	}
 	if d := testutil.ToFloat64(rejectedTotal.WithLabelValues(string(node.ReasonReservedKey))) - before; d != float64(len(forbidden)) {
@@ -293,7 +294,7 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	if f.Get(n).ResourceVersion != rv {
 		t.Error("a standing refusal wrote the Node")
 	}
-	// Once the refusals change, they are all reported again.
+	// A new refusal is reported; the standing ones are not again (nodeevents: once an hour).
 	tags := append(slices.Clone(forbidden), node.TagLabelPrefix+"k8s.io/y=z")
 	if err := f.Sim.SetTags(vm, tags); err != nil {
 		t.Fatal(err)
@@ -301,8 +302,9 @@ func TestForbiddenTagKeysRefused(t *testing.T) {
 	f.WaitInventory("tags", func(s *inventory.Snapshot) bool { return slices.Equal(s.VM(vm).Tags, tags) })
 	f.reconcile(n)
 	f.reconcile(n)
-	if got := len(f.Rec.Find(n, node.ReasonLabelRejected)); got != len(forbidden)+len(tags) {
-		t.Errorf("%d refusal events after the tags changed, want %d", got, len(forbidden)+len(tags))
+	ev = f.Rec.Find(n, nodeevents.ReasonLabelRejected)
+	if len(ev) != len(forbidden)+1 || !strings.Contains(ev[len(ev)-1].Note, "k8s.io/y") {
+		t.Errorf("after one more forbidden tag, want %d refusal events, the last about k8s.io/y: %+v", len(forbidden)+1, ev)
 	}
 }
 
@@ -675,9 +677,9 @@ func TestDuplicateNamesFallBackToUUIDs(t *testing.T) {
 	f.WaitInventory("host rename", func(s *inventory.Snapshot) bool { return s.HostNameCount("host-1") == 2 })
 	f.reconcile(n)
 	wantLabels(t, f.labels(n), map[string]string{node.LabelZone: f.Host1, node.LabelHostName: "host-1", node.LabelRegion: "pool-a"})
-	ev := f.Rec.Find(n, node.ReasonLabelRejected)
+	ev := f.Rec.Find(n, nodeevents.ReasonLabelRejected)
 	if len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning || !strings.Contains(ev[0].Note, node.LabelZone) || !strings.Contains(ev[0].Note, "shared") {
-		t.Errorf("want one Warning %s event about the zone's shared name, got %+v", node.ReasonLabelRejected, ev)
+		t.Errorf("want one Warning %s event about the zone's shared name, got %+v", nodeevents.ReasonLabelRejected, ev)
 	}
 	if d := testutil.ToFloat64(rejected) - before; d != 1 {
 		t.Errorf("%s rejections grew by %v, want 1", node.ReasonDuplicateName, d)

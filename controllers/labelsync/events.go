@@ -6,8 +6,8 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// Event reasons of the controller; it also emits node.ReasonLabelRejected and
-// node.ReasonLabelConflict.
+// Event reasons of the controller; it also emits nodeevents.ReasonLabelRejected and
+// ReasonLabelConflict.
 const (
 	// ReasonNodeZoneChanged: the VM now runs on another host (live migration).
 	ReasonNodeZoneChanged = "NodeZoneChanged"
@@ -24,29 +24,29 @@ const (
 const ActionSync = "SyncLabels"
 
 func (r *Reconciler) eventZoneChanged(n *corev1.Node, oldZone, newZone, oldHost, newHost string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeZoneChanged, ActionSync,
+	r.events.Normal(n, ReasonNodeZoneChanged, ActionSync,
 		"VM moved: zone %s → %s (host %q → %q)", oldZone, newZone, oldHost, newHost)
 }
 
 func (r *Reconciler) eventRegionChanged(n *corev1.Node, oldRegion, newRegion string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonNodeRegionChanged, ActionSync,
+	r.events.Warning(n, ReasonNodeRegionChanged, ActionSync,
 		"VM moved to another pool: region %s → %s; the providerID keeps the old pool", oldRegion, newRegion)
 }
 
 func (r *Reconciler) eventInstanceTypeChanged(n *corev1.Node, oldType, newType string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeInstanceTypeChanged, ActionSync,
+	r.events.Normal(n, ReasonNodeInstanceTypeChanged, ActionSync,
 		"VM resized: instance type %s → %s", oldType, newType)
 }
 
 func (r *Reconciler) eventRenamed(n *corev1.Node, oldName, newName string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeRenamed, ActionSync,
+	r.events.Normal(n, ReasonNodeRenamed, ActionSync,
 		"VM renamed: %s → %s", oldName, newName)
 }
 
-func (r *Reconciler) eventLabelRejected(n *corev1.Node, rj node.Rejection) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelRejected, ActionSync, "%s", rj.String())
+func (r *Reconciler) eventLabelRejected(n *corev1.Node, rj node.Rejection) bool {
+	return r.events.LabelRejected(n, ActionSync, rj.String())
 }
 
-func (r *Reconciler) eventLabelConflict(n *corev1.Node, key string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, node.ReasonLabelConflict, ActionSync, "%s", node.LabelConflictMessage(key))
+func (r *Reconciler) eventLabelConflict(n *corev1.Node, key string) bool {
+	return r.events.LabelConflict(n, ActionSync, key)
 }

@@ -8,11 +8,11 @@ import (
 var (
 	rejectedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_label_sync_rejected_total",
-		Help: "Labels and taints a VM implies that were refused (reported once per Node until they change), by reason.",
+		Help: "Labels and taints a VM implies that were refused, by reason; counted with their event (once, then hourly while they stand).",
 	}, []string{"reason"})
 	conflictsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "xenorchestra_label_sync_conflicts_total",
-		Help: "Tag labels or taints left alone because someone else set the key (reported once per Node until they change).",
+		Help: "Tag labels or taints left alone because someone else set the key; counted with their event (once, then hourly while they stand).",
 	})
 	patches = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "xenorchestra_label_sync_node_patches_total",

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
@@ -75,11 +76,11 @@ type Options struct {
 
 // Reconciler is the cloud-node-lifecycle controller.
 type Reconciler struct {
-	client   client.Client
-	estate   *inventory.Estate
-	recorder events.EventRecorder
-	clock    clock.PassiveClock
-	opts     Options
+	client client.Client
+	estate *inventory.Estate
+	events *nodeevents.Recorder
+	clock  clock.PassiveClock
+	opts   Options
 	// retry spaces the looks at a Node whose deletion was refused or whose write failed, up
 	// to the resync period; conflict the retries after optimistic-lock conflicts.
 	retry, conflict workqueue.TypedRateLimiter[string]
@@ -95,7 +96,7 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 	if o.XOTimeout <= 0 {
 		o.XOTimeout = DefaultXOTimeout
 	}
-	return &Reconciler{client: c, estate: estate, recorder: recorder, clock: clk, opts: o,
+	return &Reconciler{client: c, estate: estate, events: nodeevents.New(recorder, Name, clk), clock: clk, opts: o,
 		retry: common.NewNotYetBackoff(o.ResyncPeriod), conflict: common.NewConflictBackoff()}
 }
 

@@ -30,7 +30,7 @@ const (
 )
 
 func (r *Reconciler) eventNodeShutdown(n *corev1.Node, vm *xo.VM, added []corev1.Taint) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeShutdown, ActionTaint,
+	r.events.Normal(n, ReasonNodeShutdown, ActionTaint,
 		"VM %s is %s and the Node is not Ready: tainted %s", vm.ID, vm.PowerState, taintList(added))
 }
 
@@ -39,22 +39,22 @@ func (r *Reconciler) eventNodeRunning(n *corev1.Node, vm *xo.VM, removed []corev
 	if !ready && vm != nil {
 		why = "VM " + vm.ID + " is " + vm.PowerState
 	}
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonNodeRunning, ActionUntaint,
+	r.events.Normal(n, ReasonNodeRunning, ActionUntaint,
 		"%s: lifted %s", why, taintList(removed))
 }
 
 func (r *Reconciler) eventDeletingNode(n *corev1.Node, vmID string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonDeletingNode, ActionDelete,
+	r.events.Normal(n, ReasonDeletingNode, ActionDelete,
 		"Deleting Node: it is not Ready and XO confirms VM %s is gone from its connected pool", vmID)
 }
 
 // eventDeletedNode is emitted on the deleted Node's reference (name and UID), which outlives it.
 func (r *Reconciler) eventDeletedNode(n *corev1.Node, vmID string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeNormal, ReasonDeletedNode, ActionDelete,
+	r.events.Normal(n, ReasonDeletedNode, ActionDelete,
 		"Deleted Node: VM %s is gone from XO", vmID)
 }
 
 func (r *Reconciler) eventVMGoneUnconfirmed(n *corev1.Node, vmID, why string) {
-	r.recorder.Eventf(n, nil, corev1.EventTypeWarning, ReasonVMGoneUnconfirmed, ActionDelete,
+	r.events.Warning(n, ReasonVMGoneUnconfirmed, ActionDelete,
 		"VM %s is missing from the XO inventory but its removal is not confirmed, Node kept: %s", vmID, why)
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/cloudnode"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -269,7 +270,7 @@ func runRBACMode(t *testing.T, env *testenv.Env, name string, set []string, forb
 	}
 	var wants []want
 	if r.webhook {
-		wants = append(wants, want{"webhook: an unknown VM reported", func() bool { return true }, prefix + "unknown", node.ReasonVMNotResolved})
+		wants = append(wants, want{"webhook: an unknown VM reported", func() bool { return true }, prefix + "unknown", nodeevents.ReasonVMNotResolved})
 	}
 	if r.runs(cloudnode.Name) {
 		wants = append(wants, want{"cloud-node: initialized", func() bool { return true }, prefix + "init", cloudnode.ReasonNodeInitialized},

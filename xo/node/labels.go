@@ -48,23 +48,6 @@ const (
 // on a Node, so that it only ever lifts a taint it added.
 const AnnotationOutOfService = "node.k8s.xenorchestra/out-of-service-taint"
 
-// Event reasons more than one component emits (the webhook and the controllers).
-const (
-	// ReasonVMNotResolved (Warning): no single VM could be tied to the Node.
-	ReasonVMNotResolved = "VMNotResolved"
-	// ReasonLabelRejected (Warning): a label or taint the VM implies was not set as such.
-	ReasonLabelRejected = "LabelRejected"
-	// ReasonLabelConflict (Warning): a VM tag asks for a label or taint someone else set with
-	// another value on a key the controller does not own; it was left alone.
-	ReasonLabelConflict = "LabelConflict"
-)
-
-// LabelConflictMessage is the message of a ReasonLabelConflict event about key (a label key or
-// a taint id).
-func LabelConflictMessage(key string) string {
-	return fmt.Sprintf("a VM tag asks for %q, which someone else set to another value: left alone", key)
-}
-
 // Taint keys the controllers manage.
 const (
 	// TaintUninitialized is put by a kubelet running with --cloud-provider=external, and
