@@ -400,6 +400,8 @@ func (i *Inventory) Relist(ctx context.Context) error {
 
 	i.mu.Lock()
 	old := i.snap.Load()
+	// Whether the inventory was current until this listing (judged before it counts).
+	wasFresh := old.listedAt.IsZero() || i.fresh(old.listedAt)
 	now := i.opts.Clock.Now()
 	next := fromListing(i, l, sc, old, start, now)
 	carryLastPools(next, old)
@@ -435,8 +437,27 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	i.metrics.observeRelist(next, i.opts.Clock.Since(start))
 	i.syncOnce.Do(func() { close(i.synced) })
 	i.log.V(1).Info("XO inventory relisted", "vms", next.vms.len(), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.Complete())
-	i.notify(diff(old, next))
+	changes := diff(old, next)
+	if !wasFresh {
+		changes = append(changes, current(next, changes)...)
+	}
+	i.notify(changes)
 	return nil
+}
+
+// current returns a PoolChanged for each pool of next that changes does not name already: the
+// inventory was stale (no listing for the staleness limit, or an event stream not vouched for
+// by a listing) and is current again. Its objects may be unchanged, but a controller does not
+// act on a stale inventory's power states and absences (View.CurrentVM, Snapshot.Complete):
+// what it put off is to be done now, not at its next periodic look.
+func current(next *Snapshot, changes []Change) []Change {
+	var out []Change
+	for id := range next.pools {
+		if !slices.Contains(changes, Change{Kind: PoolChanged, ID: id}) {
+			out = append(out, Change{Kind: PoolChanged, ID: id})
+		}
+	}
+	return out
 }
 
 // resolveScope turns the configured pool scope into pool uuids: a uuid stands for itself, a

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,6 +309,38 @@ func TestRelistDiffNotifies(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ID != vm2 {
 		t.Fatalf("changes = %v, want only %s", got, vm2)
+	}
+}
+
+// TestCurrentAgainNotifies: a relist that makes a stale inventory current again notifies each
+// pool, even when nothing in XO changed: the controllers put off what needs a current inventory
+// (a shutdown taint, a deletion) and must not wait for their periodic look to do it. Found by the
+// soak: a shutdown taint 29.8 s late, its resync period.
+func TestCurrentAgainNotifies(t *testing.T) {
+	src := source()
+	clk := clocktesting.NewFakeClock(time.Now())
+	inv := newInventory(src, clk)
+	settled(t, inv, clk)
+	var got []Change
+	inv.AddHandler(func(c Change) { got = append(got, c) })
+
+	clk.Step(30 * time.Second) // under StaleAfter
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("a relist of a current inventory that changed nothing published %v", got)
+	}
+
+	clk.Step(time.Minute + time.Second) // over StaleAfter
+	if inv.Snapshot().Fresh() {
+		t.Fatal("the inventory is still current after StaleAfter without a listing")
+	}
+	if err := inv.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []Change{{Kind: PoolChanged, ID: poolA}}; !slices.Equal(got, want) {
+		t.Fatalf("current again: changes = %v, want %v", got, want)
 	}
 }
 
