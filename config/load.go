@@ -87,7 +87,7 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 	root, err := parse(data)
 	if err != nil {
 		// Not wrapped: the parser's message may quote the token (*<token>, an unknown alias).
-		return nil, errors.New(hideSecretShaped(redactor(append(secrets, scanSecrets(data)...)).Replace(err.Error())))
+		return nil, errors.New(newRedaction(append(secrets, scanSecrets(data)...)).text(err.Error()))
 	}
 	f := file{Config: *Default(), Cluster: Cluster{RequestTimeout: DefaultRequestTimeout, ListTimeout: DefaultListTimeout}}
 	d := decoder{set: map[string]bool{}, walked: map[walk]bool{}, budget: maxValues}
@@ -176,7 +176,7 @@ func load(data []byte, dir string, env func(string) string, readFile func(string
 		secrets = append(secrets, string(cl.Token))
 	}
 	secrets = append(secrets, d.unread...)
-	redact(errs, redactor(secrets))
+	newRedaction(secrets).fields(errs)
 	if n := len(errs) - maxProblems; n > 0 {
 		errs = append(errs[:maxProblems], &field.Error{Type: field.ErrorTypeTooMany, Field: "...", BadValue: field.OmitValueType{},
 			Detail: fmt.Sprintf("%d more problems not listed", n)})
@@ -517,68 +517,4 @@ func suggest(k string, known map[string][]int) string {
 		}
 	}
 	return best
-}
-
-// minSecretLen keeps redaction from shredding messages when a (necessarily invalid) token is
-// a single character or two.
-const minSecretLen = 3
-
-// redactor replaces each secret, as is and as quoted by %q, with Redacted. It is the last
-// line of defence: messages are written not to hold secrets, but a user may paste the token
-// under the wrong key.
-func redactor(secrets []string) *strings.Replacer {
-	// Longest first: of two secrets where one holds the other, the whole one goes.
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	var olds []string
-	for _, s := range secrets {
-		if len(s) >= minSecretLen {
-			q := strconv.Quote(s)
-			olds = append(olds, s, Redacted, q[1:len(q)-1], Redacted)
-		}
-	}
-	return strings.NewReplacer(olds...)
-}
-
-// redact applies r, then hideSecretShaped, to every path, message and string value of errs.
-func redact(errs field.ErrorList, r *strings.Replacer) {
-	for _, e := range errs {
-		e.Field, e.Detail = hideSecretShaped(r.Replace(e.Field)), hideSecretShaped(r.Replace(e.Detail))
-		if s, ok := e.BadValue.(string); ok {
-			e.BadValue = hideSecretShaped(r.Replace(s))
-		}
-	}
-}
-
-// tokenWord matches runs of the characters of base64 and base64url text.
-var tokenWord = regexp.MustCompile(`[A-Za-z0-9_+=-]{24,}`)
-
-// hideSecretShaped replaces with Redacted each word of s that looks like a token or password,
-// for the secrets no redactor knows of: a token put under a key that is not token (region,
-// topology.zone, a misspelt key's name) when the file has no token. Such a word has 24 or more
-// characters of base64 or base64url with upper- and lower-case letters and digits, as XO's
-// tokens do (43 characters of base64url); key paths, durations, uuids, CIDRs and DNS names have
-// none, so the messages keep every value they need.
-func hideSecretShaped(s string) string {
-	return tokenWord.ReplaceAllStringFunc(s, func(w string) string {
-		upper := strings.ContainsFunc(w, func(r rune) bool { return r >= 'A' && r <= 'Z' })
-		lower := strings.ContainsFunc(w, func(r rune) bool { return r >= 'a' && r <= 'z' })
-		digit := strings.ContainsFunc(w, func(r rune) bool { return r >= '0' && r <= '9' })
-		if upper && lower && digit {
-			return Redacted
-		}
-		return w
-	})
-}
-
-var secretValue = regexp.MustCompile(`(?i)(?:token|password)["']?[ \t]*:[ \t]*([^\s,}#]+)`)
-
-// scanSecrets finds the values of token and password keys in raw text, for a file that does
-// not parse: the parser's message may quote them.
-func scanSecrets(data []byte) []string {
-	var out []string
-	for _, m := range secretValue.FindAllSubmatch(data, -1) {
-		// Without quotes, and without the sigil of an alias or anchor (*<token>).
-		out = append(out, strings.Trim(string(m[1]), `"'*&`))
-	}
-	return out
 }

@@ -54,7 +54,7 @@ func (c *Config) Validate() error {
 	for _, cl := range c.Clusters {
 		secrets = append(secrets, string(cl.Token))
 	}
-	redact(errs, redactor(secrets))
+	newRedaction(secrets).fields(errs)
 	return errs.ToAggregate()
 }
 
