@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -87,11 +85,11 @@ func TestTakeoverFromUpstream(t *testing.T) {
 		}
 		for _, c := range app.AllControllers {
 			// Reconciled without error: "success", or "requeue_after" for the periodic re-check.
-			done := metricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": c, "result": "success"}) +
-				metricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": c, "result": "requeue_after"})
+			done := testenv.MetricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": c, "result": "success"}) +
+				testenv.MetricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": c, "result": "requeue_after"})
 			if done < nodes ||
-				metricValue(t, "workqueue_depth", map[string]string{"name": c}) != 0 ||
-				metricValue(t, "controller_runtime_active_workers", map[string]string{"controller": c}) != 0 {
+				testenv.MetricValue(t, "workqueue_depth", map[string]string{"name": c}) != 0 ||
+				testenv.MetricValue(t, "controller_runtime_active_workers", map[string]string{"controller": c}) != 0 {
 				return false
 			}
 		}
@@ -122,38 +120,4 @@ func TestTakeoverFromUpstream(t *testing.T) {
 	if c := counter.Conflicts(); c != 0 {
 		t.Errorf("%d requests answered 409 Conflict, want 0", c)
 	}
-}
-
-// metricValue sums the values of the controller-runtime metric name whose labels include want.
-func metricValue(t *testing.T, name string, want map[string]string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.(prometheus.Gatherer).Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }

@@ -1050,3 +1050,42 @@ func TestNoTaintFromAStaleInventory(t *testing.T) {
 		t.Fatalf("Node of a running VM tainted: %v", got)
 	}
 }
+
+// TestTaintOnceXOIsCurrentAgain runs the controller in a real manager with no periodic look
+// within the test: a Node turns NotReady while XO is unreachable and the inventory stale, so
+// its halted VM's power state cannot be vouched for and the Node is left alone; XO comes back
+// with nothing changed, and the Node is tainted at once, not at the controller's next
+// periodic look (the soak's 60-minute run saw it 29.8 s late).
+func TestTaintOnceXOIsCurrentAgain(t *testing.T) {
+	f := newFixture(t, fixtureOptions{xo: testenv.FixtureOptions{Inventory: inventory.Options{StaleAfter: 300 * time.Millisecond}}})
+	vm := f.addVM("back", halted)
+	n := f.createNode("w", vm, true).Name
+
+	opts := f.opts
+	opts.ResyncPeriod = time.Hour
+	mgr := testenv.NewManager(t, env.Config)
+	if err := common.SetupIndexes(f.Ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(mgr.GetClient(), f.Estate, f.Rec, clock.RealClock{}, opts).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RunManager(f.Ctx, t, mgr)
+
+	restore := f.Refuse()
+	testenv.Eventually(t, 5*time.Second, "the inventory stale", func() bool { return !f.Inventory.Snapshot().Fresh() })
+	reconciles := func() float64 {
+		return testenv.MetricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": Name})
+	}
+	before := reconciles()
+	f.SetReady(n, false)
+	testenv.Eventually(t, 5*time.Second, "the controller looking at the NotReady Node", func() bool { return reconciles() > before })
+	if f.HasTaint(n, node.TaintShutdown, "") {
+		t.Fatal("tainted from a stale inventory")
+	}
+
+	restore()
+	if !testenv.Poll(5*time.Second, func() bool { return f.HasTaint(n, node.TaintShutdown, corev1.TaintEffectNoSchedule) }) {
+		t.Fatal("the Node of a halted VM is not tainted within 5 s of XO answering again")
+	}
+}
