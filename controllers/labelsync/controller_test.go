@@ -427,7 +427,6 @@ func faultScenario(t *testing.T, o testenv.FixtureOptions, inject func(f *fixtur
 	}
 
 	clear := inject(f, vm)
-	time.Sleep(300 * time.Millisecond) // let the fault reach the inventory
 	if v := f.Inventory.Snapshot().VM(vm); v == nil || len(v.Tags) != 2 {
 		t.Fatalf("the fault changed the inventory's copy of the VM: %+v", v)
 	}
@@ -519,6 +518,9 @@ func TestFaultStalledEventStream(t *testing.T) {
 		if err := f.Sim.SetTags(vm, []string{node.TagTaintPrefix + "example.com/t:NoSchedule"}); err != nil {
 			f.T.Fatal(err)
 		}
+		// A change that must not arrive has no moment to wait for: give it the time the stream
+		// takes to deliver one (milliseconds here).
+		time.Sleep(300 * time.Millisecond)
 		return func() { f.Sim.RemoveFault(id) }
 	})
 }
