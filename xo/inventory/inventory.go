@@ -95,17 +95,16 @@ type Inventory struct {
 	relistMu sync.Mutex
 	// touched holds the objects changed by events since the running relist began (nil when no
 	// relist runs): the relist keeps their newer state.
-	touched map[string]struct{}
+	touched map[Change]struct{}
 
 	handlersMu sync.RWMutex
 	handlers   []func(Change)
 
 	streaming atomic.Bool
-	// subscriptions counts the event stream's subscriptions; listedAfter is the count when the
-	// last successful relist began. The stream keeps the inventory current only once a relist
-	// begun after its subscription has succeeded: what changed while it was down is only in a
-	// listing.
-	subscriptions, listedAfter atomic.Uint64
+	// subscriptions counts the event stream's subscriptions. The stream keeps the inventory
+	// current (Snapshot.streamed) only once a relist begun after its subscription has
+	// succeeded: what changed while it was down is only in a listing.
+	subscriptions atomic.Uint64
 
 	lastErr atomic.Pointer[errBox]
 	// first holds, from the first successful listing on, the pools it showed connected with
@@ -156,7 +155,7 @@ func New(src Source, o Options) *Inventory {
 		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
 		scopeIDs: map[string][]string{}, metrics: newMetricSet(o.Name),
 	}
-	inv.snap.Store(emptySnapshot(inv))
+	inv.snap.Store(emptySnapshot(o))
 	return inv
 }
 
@@ -209,15 +208,6 @@ func (i *Inventory) ReadyCheck(_ any) error {
 		return errors.New("XO inventory not synced yet")
 	}
 	return i.SettleCheck()
-}
-
-// fresh reports whether the inventory is current: the event stream is up and a relist begun
-// after it subscribed has succeeded, or the last listing (at listedAt) is younger than
-// StaleAfter.
-func (i *Inventory) fresh(listedAt time.Time) bool {
-	// subscriptions grows before streaming is set: a stream seen up has its count there.
-	streamed := i.streaming.Load() && i.listedAfter.Load() == i.subscriptions.Load()
-	return streamed || i.opts.Clock.Since(listedAt) < i.opts.StaleAfter
 }
 
 // Start lists XO and keeps the inventory current until ctx ends.
@@ -324,6 +314,9 @@ func (i *Inventory) streamLoop(ctx context.Context) {
 			},
 		}, i.apply)
 		i.streaming.Store(false)
+		i.mu.Lock()
+		i.snap.Store(i.snap.Load().withStreamed(false))
+		i.mu.Unlock()
 		i.metrics.streamUp.Set(0)
 		if ctx.Err() != nil {
 			return
@@ -367,7 +360,7 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	start := i.opts.Clock.Now()
 	subscriptions := i.subscriptions.Load()
 	i.mu.Lock()
-	i.touched = map[string]struct{}{}
+	i.touched = map[Change]struct{}{}
 	i.mu.Unlock()
 
 	l := &listing{}
@@ -401,21 +394,23 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	i.mu.Lock()
 	old := i.snap.Load()
 	// Whether the inventory was current until this listing (judged before it counts).
-	wasFresh := old.listedAt.IsZero() || i.fresh(old.listedAt)
+	wasFresh := old.listedAt.IsZero() || old.Fresh()
 	now := i.opts.Clock.Now()
-	next := fromListing(i, l, sc, old, start, now)
+	// The stream keeps the listing current if it subscribed before the listing began and has
+	// stayed up since (its end publishes a copy without streamed, under mu).
+	streamed := i.streaming.Load() && i.subscriptions.Load() == subscriptions
+	next := fromListing(l, sc, old, start, now, streamed)
 	carryLastPools(next, old)
 	// Events newer than the listing win over it.
 	if len(i.touched) > 0 {
 		b := ownBuilder(next, now)
-		for k := range i.touched {
-			kind, id := k[0], k[2:]
-			switch kind {
-			case 'v':
+		for ch := range i.touched {
+			switch id := ch.ID; ch.Kind {
+			case VMChanged:
 				b.putVM(id, old.vms.get(id))
-			case 'h':
+			case HostChanged:
 				b.putHost(id, old.hosts[id])
-			case 'p':
+			case PoolChanged:
 				b.putPool(id, old.pools[id])
 				if _, ok := old.conn[id]; !ok {
 					b.disconnect(id)
@@ -429,7 +424,6 @@ func (i *Inventory) Relist(ctx context.Context) error {
 		i.first.Store(firstPools(next))
 	}
 	i.touched = nil
-	i.listedAfter.Store(subscriptions)
 	i.snap.Store(next)
 	i.mu.Unlock()
 
@@ -504,72 +498,91 @@ func (i *Inventory) resolveScope(pools []*xo.Pool) *scope {
 // apply applies one event to the snapshot. Objects of pools outside the scope are dropped; a
 // VM that moves out of the scope leaves the inventory.
 func (i *Inventory) apply(ev xo.Event) {
-	var ch Change
-	relist := false
-	i.mu.Lock()
-	cur := i.snap.Load()
-	sc := cur.scope
-	b := newBuilder(cur, i.opts.Clock.Now())
 	remove := ev.Type == xo.EventRemove
-	var key string
+	var ch Change
+	var changed bool
 	switch {
 	case ev.VM != nil:
-		id := lower(ev.VM.ID)
-		ev.VM.ID = id
-		internVM(ev.VM)
-		old := cur.vms.get(id)
-		remove = remove || !sc.has(ev.VM.PoolID)
-		if remove && old == nil || !remove && old != nil && vmEqual(old, ev.VM) {
-			i.mu.Unlock()
-			return
-		}
-		ch, key = Change{Kind: VMChanged, ID: id}, "v/"+id
-		b.putVM(id, unless(remove, ev.VM))
+		ch, changed = i.applyVM(ev.VM, remove)
 	case ev.Host != nil:
-		id := lower(ev.Host.ID)
-		ev.Host.ID = id
-		remove = remove || !sc.has(ev.Host.PoolID)
-		if remove && cur.hosts[id] == nil {
-			i.mu.Unlock()
-			return
-		}
-		ch, key = Change{Kind: HostChanged, ID: id}, "h/"+id
-		b.putHost(id, unless(remove, ev.Host))
+		ch, changed = i.applyHost(ev.Host, remove)
 	case ev.Pool != nil:
-		id := lower(ev.Pool.ID)
-		ev.Pool.ID = id
+		ch, changed = i.applyPool(ev.Pool, remove)
 		// Pool membership changes come with server status changes, which only a listing
 		// shows; a new pool may also be a scope name seen for the first time.
-		relist = true
-		if !sc.has(id) {
-			i.mu.Unlock()
-			i.trigger()
-			return
-		}
-		ch, key = Change{Kind: PoolChanged, ID: id}, "p/"+id
-		b.putPool(id, unless(remove, ev.Pool))
-		switch {
-		case remove:
-			// XO removes a pool's objects when it loses the connection to it.
-			b.disconnect(id)
-		case cur.pools[id] == nil:
-			// XO loads a (re)connected pool's objects after reporting its server connected:
-			// the pool was loading until now.
-			b.reconnect(id)
-		}
-	default:
-		i.mu.Unlock()
-		return
-	}
-	if i.touched != nil {
-		i.touched[key] = struct{}{}
-	}
-	i.snap.Store(b.done())
-	i.mu.Unlock()
-	if relist {
 		i.trigger()
 	}
-	i.notify([]Change{ch})
+	if changed {
+		i.notify([]Change{ch})
+	}
+}
+
+// applyVM applies a VM's event; changed is false when it changes nothing.
+func (i *Inventory) applyVM(vm *xo.VM, remove bool) (ch Change, changed bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	cur := i.snap.Load()
+	id := lower(vm.ID)
+	vm.ID = id
+	internVM(vm)
+	old := cur.vms.get(id)
+	remove = remove || !cur.scope.has(vm.PoolID)
+	if remove && old == nil || !remove && old != nil && vmEqual(old, vm) {
+		return Change{}, false
+	}
+	b := newBuilder(cur, i.opts.Clock.Now())
+	b.putVM(id, unless(remove, vm))
+	return i.publish(b.done(), Change{Kind: VMChanged, ID: id}), true
+}
+
+// applyHost applies a host's event; changed is false when it changes nothing.
+func (i *Inventory) applyHost(h *xo.Host, remove bool) (ch Change, changed bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	cur := i.snap.Load()
+	id := lower(h.ID)
+	h.ID = id
+	remove = remove || !cur.scope.has(h.PoolID)
+	if remove && cur.hosts[id] == nil {
+		return Change{}, false
+	}
+	b := newBuilder(cur, i.opts.Clock.Now())
+	b.putHost(id, unless(remove, h))
+	return i.publish(b.done(), Change{Kind: HostChanged, ID: id}), true
+}
+
+// applyPool applies a pool's event; changed is false for a pool outside the scope.
+func (i *Inventory) applyPool(p *xo.Pool, remove bool) (ch Change, changed bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	cur := i.snap.Load()
+	id := lower(p.ID)
+	p.ID = id
+	if !cur.scope.has(id) {
+		return Change{}, false
+	}
+	b := newBuilder(cur, i.opts.Clock.Now())
+	b.putPool(id, unless(remove, p))
+	switch {
+	case remove:
+		// XO removes a pool's objects when it loses the connection to it.
+		b.disconnect(id)
+	case cur.pools[id] == nil:
+		// XO loads a (re)connected pool's objects after reporting its server connected:
+		// the pool was loading until now.
+		b.reconnect(id)
+	}
+	return i.publish(b.done(), Change{Kind: PoolChanged, ID: id}), true
+}
+
+// publish stores next, the snapshot after the change ch, and records ch for the running relist
+// (see touched). Call with mu held.
+func (i *Inventory) publish(next *Snapshot, ch Change) Change {
+	if i.touched != nil {
+		i.touched[ch] = struct{}{}
+	}
+	i.snap.Store(next)
+	return ch
 }
 
 // unless returns nil when remove is set, else obj: what an event leaves of an object.

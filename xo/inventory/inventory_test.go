@@ -419,6 +419,64 @@ func TestStreamCurrentOnlyOnceRelistedAfterSubscribing(t *testing.T) {
 	}
 }
 
+// endingWatch is a source whose event stream subscribes at once and stays up, silent, until
+// end is closed.
+type endingWatch struct {
+	*fakeSource
+	end chan struct{}
+}
+
+func (w endingWatch) Watch(ctx context.Context, o xo.WatchOptions, _ func(xo.Event)) error {
+	o.Ready()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.end:
+		return errors.New("stream cut")
+	}
+}
+
+// TestSnapshotIsAValue: while a stream keeps the inventory current, its snapshot says so past
+// StaleAfter; the stream's end publishes a snapshot that no longer says so, and the snapshot
+// taken before answers as it did: nothing it says comes from the live inventory.
+func TestSnapshotIsAValue(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	src := source()
+	w := endingWatch{fakeSource: src, end: make(chan struct{})}
+	inv := New(w, Options{Clock: clk, Log: logr.Discard(), StaleAfter: time.Minute, SettleTime: testSettle})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = inv.Start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitUntil("a listing after the subscription", func() bool { return inv.Snapshot().streamed })
+
+	held := inv.Snapshot()
+	clk.Step(10 * time.Minute)
+	if !held.Fresh() {
+		t.Fatal("a snapshot the stream keeps current is not current past StaleAfter")
+	}
+
+	src.mu.Lock()
+	src.err = &xo.Error{Kind: xo.KindServerError, Op: "list vms", StatusCode: 503}
+	src.mu.Unlock()
+	close(w.end)
+	waitUntil("the stream's end published", func() bool { return !inv.Snapshot().streamed })
+	if inv.Snapshot().Fresh() {
+		t.Error("with the stream down and the last listing 10 minutes old, the inventory counts as current")
+	}
+	if !held.Fresh() || held.Len() != 2 {
+		t.Error("the snapshot taken before the stream ended changed its answers")
+	}
+}
+
 // countingSource counts full listings (one servers listing each).
 type countingSource struct {
 	*fakeSource

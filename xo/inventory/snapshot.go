@@ -7,11 +7,15 @@ import (
 	"time"
 	"unique"
 
+	"k8s.io/utils/clock"
+
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 )
 
-// Snapshot is an immutable view of one XO server's inventory. Its lookups take no lock and
-// allocate nothing; the objects they return must not be modified.
+// Snapshot is an immutable view of one XO server's inventory: a value, which answers every
+// question from its own content and, for the questions about time (is it current, has an
+// absence lasted the settle time), the time of asking; never from the live inventory. Its
+// lookups take no lock and allocate nothing; the objects they return must not be modified.
 type Snapshot struct {
 	vms    shardedMap[*xo.VM]
 	byName shardedMap[[]*xo.VM]
@@ -38,7 +42,14 @@ type Snapshot struct {
 	scope *scope
 	// listedAt is when the listing this snapshot stems from finished.
 	listedAt time.Time
-	inv      *Inventory
+	// streamed is set while an event stream keeps the snapshot current: it was up when the
+	// listing began, and is still (the inventory publishes a copy without it when the stream
+	// ends). What changed while a stream was down is only in a listing.
+	streamed bool
+	// The server's settings the answers depend on.
+	server, region         string
+	settleTime, staleAfter time.Duration
+	clock                  clock.PassiveClock
 }
 
 // poolConn is a pool's connection state.
@@ -55,13 +66,24 @@ type poolConn struct {
 	trusted time.Time
 }
 
-func emptySnapshot(inv *Inventory) *Snapshot {
+func emptySnapshot(o Options) *Snapshot {
 	return &Snapshot{
 		vms: newShardedMap[*xo.VM](0), byName: newShardedMap[[]*xo.VM](0), byAddr: newShardedMap[[]*xo.VM](0),
 		hosts: map[string]*xo.Host{}, pools: map[string]*xo.Pool{}, conn: map[string]poolConn{},
 		tombs: map[string]time.Time{}, removed: map[string]time.Time{},
-		hostNames: map[string]int{}, poolNames: map[string]int{}, inv: inv,
+		hostNames: map[string]int{}, poolNames: map[string]int{},
+		server: o.Name, region: o.Region, settleTime: o.SettleTime, staleAfter: o.StaleAfter, clock: o.Clock,
 	}
+}
+
+// withStreamed returns s, or a copy of it with streamed set to v.
+func (s *Snapshot) withStreamed(v bool) *Snapshot {
+	if s.streamed == v {
+		return s
+	}
+	next := *s
+	next.streamed = v
+	return &next
 }
 
 func lower(s string) string {
@@ -74,10 +96,10 @@ func lower(s string) string {
 }
 
 // Server returns the name of the XO server this snapshot comes from.
-func (s *Snapshot) Server() string { return s.inv.opts.Name }
+func (s *Snapshot) Server() string { return s.server }
 
 // ServerRegion returns the region label value configured for this XO server ("" when none).
-func (s *Snapshot) ServerRegion() string { return s.inv.opts.Region }
+func (s *Snapshot) ServerRegion() string { return s.region }
 
 // VM returns the VM with this uuid, or nil.
 func (s *Snapshot) VM(id string) *xo.VM { return s.vms.get(lower(id)) }
@@ -146,7 +168,7 @@ func (s *Snapshot) AbsenceWait(vmID, poolID string) (wait time.Duration, ok bool
 	if !ok {
 		return 0, false
 	}
-	return max(0, s.inv.opts.SettleTime-s.inv.opts.Clock.Since(since)), true
+	return max(0, s.settleTime-s.clock.Since(since)), true
 }
 
 // RemovedRecently reports whether a VM with this name or address left the inventory less
@@ -154,7 +176,7 @@ func (s *Snapshot) AbsenceWait(vmID, poolID string) (wait time.Duration, ok bool
 // that is only gone because XO is dropping its pool.
 func (s *Snapshot) RemovedRecently(key string) bool {
 	at, ok := s.removed[key]
-	return ok && s.inv.opts.Clock.Since(at) < s.inv.opts.SettleTime
+	return ok && s.clock.Since(at) < s.settleTime
 }
 
 // Complete reports whether the snapshot can be trusted to hold every VM in scope: a listing
@@ -165,7 +187,7 @@ func (s *Snapshot) RemovedRecently(key string) bool {
 // address need it; a VM absent from an incomplete snapshot may simply be in a pool XO cannot
 // see.
 func (s *Snapshot) Complete() bool {
-	if !s.countedOK || s.listedAt.IsZero() || s.inv == nil || !s.inv.fresh(s.listedAt) {
+	if !s.countedOK || !s.Fresh() {
 		return false
 	}
 	for _, id := range s.counted {
@@ -176,9 +198,10 @@ func (s *Snapshot) Complete() bool {
 	return true
 }
 
-// Fresh reports whether the snapshot comes from a listing and is current.
+// Fresh reports whether the snapshot comes from a listing and is current: an event stream
+// keeps it so (streamed), or the listing is younger than the staleness limit.
 func (s *Snapshot) Fresh() bool {
-	return !s.listedAt.IsZero() && s.inv != nil && s.inv.fresh(s.listedAt)
+	return !s.listedAt.IsZero() && (s.streamed || s.clock.Since(s.listedAt) < s.staleAfter)
 }
 
 // Synced reports whether the snapshot comes from at least one successful listing.
@@ -206,7 +229,7 @@ func (s *Snapshot) nextTrust() time.Time {
 	var next time.Time
 	for id, c := range s.conn {
 		if c.trusted.IsZero() && s.pools[id] != nil {
-			if t := c.since.Add(s.inv.opts.SettleTime); next.IsZero() || t.Before(next) {
+			if t := c.since.Add(s.settleTime); next.IsZero() || t.Before(next) {
 				next = t
 			}
 		}
@@ -279,7 +302,7 @@ func ownBuilder(s *Snapshot, now time.Time) *builder {
 // done returns the next snapshot, without the tombstones older than the settle time.
 func (b *builder) done() *Snapshot {
 	b.s.vms, b.s.byName, b.s.byAddr = b.vms.m, b.byName.m, b.byAddr.m
-	settle := b.s.inv.opts.SettleTime
+	settle := b.s.settleTime
 	expired := func(m map[string]time.Time) bool {
 		for _, at := range m {
 			if b.now.Sub(at) >= settle {
@@ -452,7 +475,7 @@ func (sc *scope) filter() string {
 
 // fromListing builds a whole snapshot from a complete listing that started at start and
 // ended at at, carrying over from old the connection times and the tombstones.
-func fromListing(inv *Inventory, l *listing, sc *scope, old *Snapshot, start, at time.Time) *Snapshot {
+func fromListing(l *listing, sc *scope, old *Snapshot, start, at time.Time, streamed bool) *Snapshot {
 	s := &Snapshot{
 		hosts:     make(map[string]*xo.Host, len(l.hosts)),
 		pools:     make(map[string]*xo.Pool, len(l.pools)),
@@ -462,7 +485,8 @@ func fromListing(inv *Inventory, l *listing, sc *scope, old *Snapshot, start, at
 		tombs:     make(map[string]time.Time, len(old.tombs)),
 		removed:   make(map[string]time.Time, len(old.removed)),
 		listedAt:  at,
-		inv:       inv,
+		streamed:  streamed,
+		server:    old.server, region: old.region, settleTime: old.settleTime, staleAfter: old.staleAfter, clock: old.clock,
 	}
 	vms, byName, byAddr := ownWriter(newShardedMap[*xo.VM](len(l.vms))), ownWriter(newShardedMap[[]*xo.VM](len(l.vms))), ownWriter(newShardedMap[[]*xo.VM](len(l.vms)))
 	for _, vm := range l.vms {
@@ -519,7 +543,7 @@ func fromListing(inv *Inventory, l *listing, sc *scope, old *Snapshot, start, at
 		if c.since.IsZero() {
 			c.since = start
 		}
-		if c.trusted.IsZero() && s.pools[id] != nil && !start.Before(c.since.Add(inv.opts.SettleTime)) {
+		if c.trusted.IsZero() && s.pools[id] != nil && !start.Before(c.since.Add(s.settleTime)) {
 			c.trusted = start
 		}
 		s.conn[id] = c
