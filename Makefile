@@ -13,6 +13,11 @@ BIN         := $(CURDIR)/bin
 # their compiled packages instead of compiling every dependency a second time: minutes, cold.
 # (make test-race cannot: the race detector needs cgo.)
 GOTEST_ENV  := CGO_ENABLED=0 GOFLAGS="-trimpath $(GOFLAGS)"
+# TEST_P is how many packages make test builds and runs at once: one more than the CPUs (go
+# test's default is as many), because the soak (a 5-minute schedule), the real-node and the e2e
+# packages spend most of their time waiting on real time, and with as many slots as CPUs they
+# hold the compiler back.
+TEST_P      ?= $(shell echo $$(( $$(nproc) + 1 )))
 IMAGE       ?= ghcr.io/xenorchestra-k8s/$(BINARY):$(VERSION)
 
 .PHONY: help
@@ -37,7 +42,7 @@ openapi: ## Fetch XO's pinned OpenAPI document for the simulator's conformance t
 
 .PHONY: test
 test: testbin openapi realnode ## Run every test (unit, simulator conformance, envtest integration, chart, the chart's Pods on a real node).
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" $(GOTEST_ENV) go test -count=1 -timeout 30m ./...
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" $(GOTEST_ENV) go test -p $(TEST_P) -count=1 -timeout 30m ./...
 
 .PHONY: soak
 soak: testbin ## Run the chaos soak of test/soak: SEED (default: random, printed) and DURATION (default 60m) give the schedule.
