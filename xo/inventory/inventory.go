@@ -393,8 +393,9 @@ func (i *Inventory) Relist(ctx context.Context) error {
 
 	i.mu.Lock()
 	old := i.snap.Load()
-	// Whether the inventory was current until this listing (judged before it counts).
-	wasFresh := old.listedAt.IsZero() || old.Fresh()
+	// A stale inventory that this listing makes current again (judged before it counts); the
+	// first listing needs no such announcement: diff names everything it holds.
+	wasStale := !old.listedAt.IsZero() && !old.Fresh()
 	now := i.opts.Clock.Now()
 	// The stream keeps the listing current if it subscribed before the listing began and has
 	// stayed up since (its end publishes a copy without streamed, under mu).
@@ -432,7 +433,7 @@ func (i *Inventory) Relist(ctx context.Context) error {
 	i.syncOnce.Do(func() { close(i.synced) })
 	i.log.V(1).Info("XO inventory relisted", "vms", next.vms.len(), "hosts", len(next.hosts), "pools", len(next.pools), "complete", next.Complete())
 	changes := diff(old, next)
-	if !wasFresh {
+	if wasStale {
 		changes = append(changes, current(next, changes)...)
 	}
 	i.notify(changes)
