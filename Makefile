@@ -112,9 +112,17 @@ IMAGE_TAR ?= $(DIST)/image.tar
 image: build ## Build the image $(IMAGE) into $(IMAGE_TAR) without Docker (go-containerregistry, hack/image).
 	go run ./hack/image -binary $(BIN)/$(BINARY) -version $(VERSION) -tag $(IMAGE) -o $(IMAGE_TAR)
 
+# RACE_PKGS are the packages whose code runs concurrently: the XO client, inventory and simulator,
+# the controllers' workers, the webhook and certificate rotation, the command.
+RACE_PKGS   := ./xo/... ./controllers/... ./webhook/... ./cmd/app
+
 .PHONY: test-race
 test-race: testbin ## The concurrent packages' tests under the race detector (XO client, inventory, simulator, controllers, webhook, command).
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" go test -race -count=1 -timeout 30m ./xo/... ./controllers/... ./webhook/... ./cmd/app
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" go test -race -count=1 -timeout 30m $(RACE_PKGS)
+
+.PHONY: test-race-compile
+test-race-compile: ## Compile make test-race's test binaries without running them (.ci/run does so while make test runs).
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && go test -race -c -o "$$dir/" $(RACE_PKGS)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target FUZZTIME (default 20000x) each; crashers land in testdata/fuzz.
