@@ -1,8 +1,7 @@
 # syntax=docker/dockerfile:1
 # Image of xenorchestra-cloud-controller-manager: a static Go binary on distroless, as non-root.
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t IMAGE .
-# The build command is the Makefile's `build` recipe, word for word (charts/dockerfile_test.go
-# checks it).
+# The build command is the Makefile's `build` recipe, word for word (test/dockerfile checks it).
 
 FROM golang:1.26 AS builder
 WORKDIR /src

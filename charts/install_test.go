@@ -335,11 +335,9 @@ func checkNothingOfUpstream(t *testing.T, env *testenv.Env) {
 // ccmBinary builds the controller binary for one test.
 func ccmBinary(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), chartName)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+chartName)
-	cmd.Dir = repoRoot
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
+	out, err := testenv.BuildCommand(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -295,10 +295,27 @@ const maxProblems = 100
 // can make a small file expand enormously.
 const maxValues = 10_000
 
-// decoder sets typed values from a YAML node tree, by their JSON key names. yaml.v3's own
-// strict decoding (KnownFields) names a problem by line and Go type only: this one reports
-// every unknown key (with a hint when it looks misspelt), key given twice and ill-typed
-// value at its key path and line, and goes on.
+// decoder sets typed values from a YAML node tree, by their JSON key names, and leaves each
+// value's own decoding to yaml.v3 (Node.Decode). It walks the keys itself because yaml.v3's
+// strict mode (Decoder.KnownFields) does not give what an operator needs. Given
+//
+//	clusters:
+//	- url: https://xo
+//	  tokne: <token>
+//	  insecure: "yes"
+//	  requestTimeout: 5
+//	- url: https://xo2
+//	  url: https://xo3
+//	  requestTimeout: soon
+//
+// it answers "line 3: field tokne not found in type config.Cluster", "line 5: cannot unmarshal
+// !!int `5` into time.Duration" and "line 7: mapping key "url" already defined at line 6", and
+// nothing more: no key path (clusters[0].tokne), no "did you mean token?", a Go type for a
+// format, a value quoted in the message (a token under a misspelt key would be printed), the
+// problem on line 8 unlisted (a key given twice ends its decoding), and insecure: "yes" taken as
+// true (YAML 1.1's booleans), turning TLS verification off. This decoder reports every unknown
+// key (with a hint when it looks misspelt), key given twice and ill-typed value at its key path
+// and line, refuses a string where a boolean is wanted, and goes on.
 type decoder struct {
 	errs field.ErrorList
 	// set holds the paths of the keys set to something other than null.

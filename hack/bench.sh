@@ -38,7 +38,8 @@ done
 
 dir="${BENCH_DIR:-$(mktemp -d -t xo-ccm-bench.XXXXXX)}"
 mkdir -p "$dir"
-out="${BENCH_OUT:-$root/BENCHMARKS.md}"
+dir=$(cd "$dir" && pwd) # the end-to-end run and the renderer run in test/ (the test module)
+out=$(realpath -m "${BENCH_OUT:-$root/BENCHMARKS.md}")
 pkg="github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager"
 version="$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
 
@@ -74,7 +75,7 @@ go test -run '^$' -bench . -benchmem -count 1 -benchtime "$benchtime" \
 echo "bench: end-to-end benchmarks (churn run $churn)" >&2
 status=0
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags.
-go test -tags bench -run '^TestEndToEnd$' -count 1 -timeout 4h -v ./test/bench/ -args \
+go -C test test -tags bench -run '^TestEndToEnd$' -count 1 -timeout 4h -v ./bench/ -args \
 	-bench.out="$dir/results.json" -bench.binary="$dir/xenorchestra-cloud-controller-manager" \
 	-bench.command="$command" -bench.churn="$churn" "${modeflags[@]}" ${BENCH_ARGS:-} \
 	2>&1 | tee "$dir/e2e.txt" || status=$?
@@ -83,7 +84,7 @@ if [[ ! -s "$dir/results.json" ]]; then
 	echo "bench: the end-to-end benchmarks wrote no results (see $dir/e2e.txt)" >&2
 	exit 1
 fi
-go run ./test/bench/render -results "$dir/results.json" -micro "$dir/micro.txt" -out "$out"
+go -C test run ./bench/render -results "$dir/results.json" -micro "$dir/micro.txt" -out "$out"
 echo "bench: wrote $out" >&2
 if grep -q -F '**missed**' "$out"; then
 	echo "bench: targets missed:" >&2

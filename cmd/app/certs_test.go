@@ -36,6 +36,7 @@ import (
 // is renewed several times while Nodes are created without one failed admission; and when the
 // CA Secret is deleted, a new CA is made and injected, and admission works again.
 func TestSelfManagedCertificates(t *testing.T) {
+	t.Parallel()
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
 	x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})

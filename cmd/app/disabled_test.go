@@ -22,6 +22,7 @@ import (
 // match ambiguous; switched off, the Node matches the other server's VM by name, the replica
 // is Ready, and the switched-off XO receives no request.
 func TestDisabledServer(t *testing.T) {
+	t.Parallel()
 	on := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := on.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
 	on.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})

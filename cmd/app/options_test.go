@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
 
 // parseOptions parses args into fresh Options with Parse.
@@ -250,11 +251,7 @@ func command(t *testing.T) string {
 			commandErr = err
 			return
 		}
-		commandPath = filepath.Join(dir, "xenorchestra-cloud-controller-manager")
-		out, err := exec.Command("go", "build", "-o", commandPath, "../xenorchestra-cloud-controller-manager").CombinedOutput()
-		if err != nil {
-			commandErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
+		commandPath, commandErr = testenv.BuildCommand(dir)
 	})
 	if commandErr != nil {
 		t.Fatal(commandErr)
@@ -266,6 +263,7 @@ func command(t *testing.T) string {
 // cluster: what can be checked without one (flags, then the XO config) fails first, plainly,
 // and --check-config needs no cluster at all.
 func TestOptionsCommandLine(t *testing.T) {
+	t.Parallel()
 	bin := command(t)
 	dir := t.TempDir()
 	good := writeFile(t, dir, "good.yaml", "url: https://xoa.example.com\ntoken: "+testToken+"\n")

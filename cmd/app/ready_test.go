@@ -24,6 +24,7 @@ import (
 // (inventory.settleTime after it), a replica cannot match a Node by name or address, so it is
 // not Ready, and its xo-inventory check says why; it is Ready once they are.
 func TestNotReadyWhileTheFirstListingSettles(t *testing.T) {
+	t.Parallel()
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
 	x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})
@@ -61,6 +62,7 @@ func TestNotReadyWhileTheFirstListingSettles(t *testing.T) {
 // Ready at once, while the webhook keeps describing Nodes at CREATE until --shutdown-delay
 // has passed; then the command stops and the webhook with it.
 func TestShutdownDelay(t *testing.T) {
+	t.Parallel()
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
 	x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})

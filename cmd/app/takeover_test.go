@@ -22,6 +22,9 @@ import (
 // (the controllers must not race each other on one Node), and upstream's ExternalIP (the VM's
 // mainIpAddress) kept, as docs/migration.md says. Measured before this test: 150 writes, 50 of
 // them answered 409, and every ExternalIP removed.
+//
+// Not parallel: it reads controller-runtime's process-wide metrics, which another test's manager
+// would add to (Go runs it before the parallel tests of the package).
 func TestTakeoverFromUpstream(t *testing.T) {
 	const nodes = 50
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})

@@ -28,6 +28,7 @@ const token = "app-test-token-0123456789abcdefghijklmnopqr"
 // it waits for, and once the certificate appears the webhook must start, the pod become
 // Ready and Nodes be described at CREATE.
 func TestWebhookWaitsForCertificate(t *testing.T) {
+	t.Parallel()
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
 	x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -77,8 +78,9 @@ func AssetsDir() (string, error) {
 
 // RepoRoot returns the repository's root folder: two folders above this source file, or, in a
 // build with -trimpath (make test compiles as make build does, see the Makefile), where the
-// file's path is relative to the module, the nearest folder holding a go.mod above the working
-// directory, which go test sets to the package's folder.
+// file's path is relative to the module, the nearest folder above the working directory (which
+// go test sets to the package's folder) whose go.mod is the controller's module's, not the test
+// module's (test/go.mod).
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	if filepath.IsAbs(file) {
@@ -89,16 +91,19 @@ func RepoRoot() string {
 		panic(fmt.Sprintf("testenv: the repository's root: %v", err))
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && rootModule.Match(b) {
 			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			panic("testenv: the repository's root: no go.mod above the working directory")
+			panic("testenv: the repository's root: no go.mod of the controller's module above the working directory")
 		}
 		dir = parent
 	}
 }
+
+// rootModule matches the module line of the controller's module's go.mod.
+var rootModule = regexp.MustCompile(`(?m)^module\s+github\.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager\s*$`)
 
 // Start starts etcd and kube-apiserver.
 func Start(o Options) (*Env, error) {

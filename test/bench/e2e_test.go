@@ -166,7 +166,7 @@ func newHarness(t *testing.T) *harness {
 	var err error
 	if h.binary = *flagBinary; h.binary == "" {
 		t.Log("building the controller binary")
-		if h.binary, err = buildBinary(h.dir); err != nil {
+		if h.binary, err = testenv.BuildCommand(h.dir); err != nil {
 			t.Fatal(err)
 		}
 	}

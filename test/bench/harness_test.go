@@ -893,20 +893,6 @@ func (h *harness) setReady(ctx context.Context, name string, ready bool) error {
 
 // --- misc ----------------------------------------------------------------------------------------
 
-// buildBinary builds the controller binary as `make build` does.
-func buildBinary(dir string) (string, error) {
-	out := filepath.Join(dir, "xenorchestra-cloud-controller-manager")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/xenorchestra-cloud-controller-manager")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build: %w: %s", err, stderr.String())
-	}
-	return out, nil
-}
-
 // httpGet reads a URL of the simulator with the token, the way the upstream SDK does (whole
 // objects, no field selection).
 func httpGet(ctx context.Context, hc *http.Client, url string) error {

@@ -5,7 +5,7 @@
 // The tests need the control-plane binaries of hack/testbin.sh (make testbin); they build the
 // controller binary once, on first use, from ./cmd/xenorchestra-cloud-controller-manager.
 //
-//	go test ./test/e2e/
+//	go -C test test ./e2e/
 package e2e_test
 
 import (

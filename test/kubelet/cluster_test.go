@@ -528,7 +528,7 @@ func reclaimLeftovers(t *testing.T) {
 	deleteLink(t, bridgeName)
 }
 
-// importImages builds the pause and controller images (make image, hack/image) and imports
+// importImages builds the pause and controller images (make image, test/image) and imports
 // them into containerd.
 func (c *realCluster) importImages(t *testing.T) {
 	t.Helper()
@@ -537,7 +537,7 @@ func (c *realCluster) importImages(t *testing.T) {
 		ref, archive string
 		args         []string
 	}{
-		{pauseImage, c.path("pause.tar"), []string{"go", "run", "./hack/image", "-pause", "-tag", pauseImage, "-o", c.path("pause.tar")}},
+		{pauseImage, c.path("pause.tar"), []string{"go", "-C", "test", "run", "./image", "-pause", "-tag", pauseImage, "-o", c.path("pause.tar")}},
 		{controller, c.path("image.tar"), []string{"make", "-s", "image", "IMAGE=" + controller, "IMAGE_TAR=" + c.path("image.tar")}},
 	} {
 		start := time.Now()

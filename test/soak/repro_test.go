@@ -12,7 +12,7 @@ import (
 // oracle) on a few steps whose timing leaves seconds of margin either way. They fail while the
 // controller has the defect, so they run only with SOAK_REPRO=1:
 //
-//	SOAK_REPRO=1 go test -run 'TestRepro' -v ./test/soak/
+//	SOAK_REPRO=1 go -C test test -run 'TestRepro' -v ./soak/
 
 func requireRepro(t *testing.T) {
 	if os.Getenv("SOAK_REPRO") == "" {

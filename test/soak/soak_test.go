@@ -59,7 +59,7 @@
 // XO migrates them (the controller deleted Nodes of VMs that moved into a pool XO had lost
 // until it required the whole inventory for a deletion).
 //
-//	go test ./test/soak/                                           # the CI run: seed 24, 5 minutes
+//	go -C test test ./soak/                                        # the CI run: seed 24, 5 minutes
 //	make soak SEED=42 DURATION=60m                                 # any seed and duration
 //	SOAK_LOGDIR=/tmp/soak SOAK_REPORT=/tmp/soak/report.txt make soak  # keep the logs and figures
 //

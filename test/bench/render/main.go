@@ -3,7 +3,7 @@
 // sections at the end of the existing file (see bench.HandWritten) are kept after the new
 // figures.
 //
-//	go run ./test/bench/render -results results.json -micro micro.txt -out BENCHMARKS.md
+//	go -C test run ./bench/render -results results.json -micro micro.txt -out BENCHMARKS.md
 package main
 
 import (

@@ -2,10 +2,10 @@
 // as ko does: the binary `make build` wrote, on a base like gcr.io/distroless/static-debian12:nonroot,
 // written as a tarball in `docker save` format that `ctr images import` and `docker load` read.
 //
-//	go run ./hack/image -binary bin/xenorchestra-cloud-controller-manager -version v1.2.3 -tag IMAGE -o dist/image.tar
-//	go run ./hack/image -pause -tag IMAGE -o dist/pause.tar
+//	go -C test run ./image -binary $PWD/bin/xenorchestra-cloud-controller-manager -version v1.2.3 -tag IMAGE -o $PWD/dist/image.tar
+//	go -C test run ./image -pause -tag IMAGE -o $PWD/dist/pause.tar
 //
-// `make image` runs the first after `make build`. With -pause it builds hack/image/pause instead, a
+// `make image` runs the first after `make build`. With -pause it builds test/image/pause instead, a
 // program that only waits for SIGTERM, on the same base, for tests that need a container to run.
 //
 // The image format (layer digests and diffIDs, config, manifest, the archive's manifest.json) is
@@ -43,7 +43,7 @@ const (
 	binaryName = "xenorchestra-cloud-controller-manager"
 	// pausePkg is the program -pause builds, by import path so that it resolves from any folder
 	// of the module.
-	pausePkg = "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/hack/image/pause"
+	pausePkg = "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/image/pause"
 	// nonroot is distroless's nonroot user and group, the chart's runAsUser.
 	nonroot = 65532
 )
@@ -59,7 +59,7 @@ type options struct {
 
 func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.binary, "binary", "", "the static linux binary to run: the output of `make build` (not with -pause)")
-	fs.BoolVar(&o.pause, "pause", false, "build hack/image/pause and run it instead of -binary (a test image)")
+	fs.BoolVar(&o.pause, "pause", false, "build test/image/pause and run it instead of -binary (a test image)")
 	fs.StringVar(&o.caBundle, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle to install (Debian's ca-certificates package)")
 	fs.StringVar(&o.tag, "tag", "", "the image's name and tag (default ghcr.io/xenorchestra-k8s/"+binaryName+":<version>; required with -pause)")
 	fs.StringVar(&o.version, "version", "dev", "the version, for the org.opencontainers.image.version label")
@@ -154,7 +154,7 @@ func run(args []string, w io.Writer) error {
 	return err
 }
 
-// buildPause builds hack/image/pause static for linux/arch into dir and returns its path.
+// buildPause builds test/image/pause static for linux/arch into dir and returns its path.
 func buildPause(dir, arch string) (string, error) {
 	out := filepath.Join(dir, "pause")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pausePkg)
@@ -211,8 +211,8 @@ func build(ca []byte, entry string, bin []byte, o options) (v1.Image, error) {
 		return nil, err
 	}
 	return mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image: base like distroless static nonroot (CA bundle, passwd, group, /home/nonroot, /tmp)"}},
-		mutate.Addendum{Layer: app, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "hack/image: COPY " + entry + " /" + entry}},
+		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "test/image: base like distroless static nonroot (CA bundle, passwd, group, /home/nonroot, /tmp)"}},
+		mutate.Addendum{Layer: app, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "test/image: COPY " + entry + " /" + entry}},
 	)
 }
 

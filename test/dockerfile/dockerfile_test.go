@@ -1,4 +1,7 @@
-package charts
+// Package dockerfile checks the Dockerfile, which Docker cannot build here, and the image
+// test/image builds without Docker against it. It lives in the test module (test/go.mod): BuildKit's
+// parser and the shell parser it uses are no dependencies of the controller's module.
+package dockerfile
 
 import (
 	"archive/tar"
@@ -26,7 +29,12 @@ import (
 	"github.com/moby/patternmatcher/ignorefile"
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
+
+// repoRoot is the repository's root folder.
+var repoRoot = testenv.RepoRoot()
 
 // Docker cannot run here, so the Dockerfile is read with BuildKit's own parser and checked: its
 // structure, a lint (BuildKit's parse-time checks and the hadolint rules that apply to it;
@@ -289,7 +297,7 @@ func TestDockerfileMatchesImageRecipe(t *testing.T) {
 	out := filepath.Join(dir, "image.tar")
 	cmds := makeCommands(t, "image", "IMAGE_TAR="+out)
 	if len(cmds) != 2 {
-		t.Fatalf("make image runs %d commands, want 2 (the build, then hack/image): %q", len(cmds), cmds)
+		t.Fatalf("make image runs %d commands, want 2 (the build, then test/image): %q", len(cmds), cmds)
 	}
 	build, image := cmds[0], cmds[1]
 

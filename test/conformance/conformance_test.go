@@ -1,11 +1,25 @@
-package xosim
+// Package conformance validates the XO simulator's real answers against XO's own OpenAPI
+// document (@xen-orchestra/rest-api 0.39.0, open-api/spec/swagger.json), fetched and pinned by
+// hack/openapi.sh. It lives in the test module (test/go.mod) so that the OpenAPI validator is
+// no dependency of the controller's module.
+//
+// What the document does not describe, and so is checked elsewhere (xo/xosim's server_test.go,
+// events_test.go): error bodies (400, 401, 404 and 422 have no content schema, and 422 is not
+// listed for the collections at all), the application/x-ndjson content type (the document only
+// lists application/json; each ndjson line is validated here against the collection's item
+// schema instead), the event stream's frames (GET /events has no content schema), and nested
+// field paths (fields=CPUs.number gives {"CPUs":{"number":2}}, which the document's
+// Partial<XoVm> rejects since it makes only top-level properties optional; XO answers the
+// same, so fields_test.go checks those against lodash instead).
+package conformance
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,20 +30,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
-)
 
-// The conformance test validates the simulator's real answers against XO's own OpenAPI
-// document (@xen-orchestra/rest-api 0.39.0, open-api/spec/swagger.json), fetched and pinned by
-// hack/openapi.sh.
-//
-// What the document does not describe, and so is checked elsewhere (server_test.go,
-// events_test.go): error bodies (400, 401, 404 and 422 have no content schema, and 422 is not
-// listed for the collections at all), the application/x-ndjson content type (the document only
-// lists application/json; each ndjson line is validated here against the collection's item
-// schema instead), the event stream's frames (GET /events has no content schema), and nested
-// field paths (fields=CPUs.number gives {"CPUs":{"number":2}}, which the document's
-// Partial<XoVm> rejects since it makes only top-level properties optional; XO answers the
-// same, so fields_test.go checks those against lodash instead).
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
+)
 
 const openAPIVersion = "0.39.0"
 
@@ -43,6 +46,104 @@ func openAPISpecPath() string {
 		cache = filepath.Join(home, ".cache")
 	}
 	return filepath.Join(cache, "xenorchestra-ccm", "openapi", openAPIVersion, "swagger.json")
+}
+
+const testToken = "tok-0123456789abcdefghijklmnopqrstuvwxyzABCDE"
+
+// The inventory's fixed ids.
+const (
+	poolA  = "5e0b1a6c-8f2d-4c39-a1e7-0d9b3c4f2a10"
+	poolB  = "7c3f9a21-4b6e-4d8a-9f10-2e5d7a9c1b34"
+	hostA1 = "b61a5c92-700e-4966-a13b-00633f03eea8"
+	hostB1 = "438aca0f-429c-4ae6-accc-93c306e636a0"
+	vmCP   = "3f1c2b7e-0c4a-4d2b-9e51-6a0f2e8b1c11"
+	vmW2   = "e865e63f-3d30-4f0b-83e0-5b1a2c3d4e5f"
+	vmHalt = "f07ab729-c0e8-721c-45ec-f11276377030"
+	vmB    = "d5d1c4a3-4c5e-ca7b-6be8-33c824f87571"
+)
+
+// testEnv is a simulator holding two pools, with a running VM of each shape the controller
+// reads (tags, IPv4 and IPv6 addresses, UEFI, an OS version), a halted VM and a VM in pool B.
+type testEnv struct {
+	sim *xosim.Server
+	ts  *httptest.Server
+}
+
+func newTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	sim := xosim.New(xosim.Options{Tokens: []string{testToken}, PingInterval: 20 * time.Millisecond})
+	must := func(_ string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(sim.AddPool(xosim.PoolSpec{ID: poolA, NameLabel: "dc1-pool-a", ServerHost: "192.0.2.11"}))
+	must(sim.AddPool(xosim.PoolSpec{ID: poolB, NameLabel: "dc2-pool-b"}))
+	must(sim.AddHost(xosim.HostSpec{ID: hostA1, PoolID: poolA, NameLabel: "xcp-a-01", Address: "192.0.2.11", Cores: 32, Sockets: 2}))
+	must(sim.AddHost(xosim.HostSpec{ID: hostB1, PoolID: poolB, NameLabel: "xcp-b-01", Address: "198.51.100.21"}))
+	_, err := sim.AddVMs([]xosim.VMSpec{
+		{ID: vmCP, PoolID: poolA, HostID: hostA1, NameLabel: "k8s-cp-1", CPUs: 2, Memory: 4 << 30, Tags: []string{"k8s", "role=cp"}, IPs: []string{"10.0.12.11", "fd00::11"}},
+		{ID: vmW2, PoolID: poolA, HostID: hostA1, NameLabel: "k8s-worker-2", CPUs: 8, Memory: 16 << 30, Firmware: "uefi", Tags: []string{"k8s"}, IPs: []string{"10.0.12.22"},
+			OSVersion: map[string]string{"name": "Ubuntu 24.04 LTS", "distro": "ubuntu"}},
+		{ID: vmHalt, PoolID: poolA, NameLabel: "legacy-db", PowerState: "Halted", Tags: []string{}, IPs: []string{"10.0.12.99"}},
+		{ID: vmB, PoolID: poolB, NameLabel: "k8s-worker-3", CPUs: 2, Memory: 2 << 30, Tags: []string{"k8s"}, IPs: []string{"10.1.0.5"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(sim)
+	t.Cleanup(ts.Close)
+	return &testEnv{sim: sim, ts: ts}
+}
+
+// serverID is the id of the XO server entry that holds pool.
+func (e *testEnv) serverID(t *testing.T, pool string) string {
+	t.Helper()
+	p, ok := e.sim.Pool(pool)
+	if !ok || p.ServerID == "" {
+		t.Fatalf("pool %s: no server entry", pool)
+	}
+	return p.ServerID
+}
+
+// stream is an open event stream, read up to its init frame.
+type stream struct {
+	id   string
+	resp *http.Response
+}
+
+func openStream(t *testing.T, e *testEnv) *stream {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.ts.URL+"/rest/v0/events", nil)
+	req.Header.Set("Cookie", "authenticationToken="+testToken)
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /events: status %d", resp.StatusCode)
+	}
+	// The first frame: "event: init" and "data: {"id":...}", then a blank line.
+	r, data := bufio.NewReader(resp.Body), ""
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("GET /events: %v", err)
+		}
+		if line = strings.TrimSuffix(line, "\n"); line == "" {
+			break
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data = d
+		}
+	}
+	var init struct{ ID string }
+	if err := json.Unmarshal([]byte(data), &init); err != nil || init.ID == "" {
+		t.Fatalf("GET /events: first frame's data %q", data)
+	}
+	return &stream{id: init.ID, resp: resp}
 }
 
 type conformance struct {
@@ -65,8 +166,8 @@ func newConformance(t *testing.T) *conformance {
 	if doc.Info == nil || doc.Info.Version != openAPIVersion {
 		t.Fatalf("%s is not version %s of the document", path, openAPIVersion)
 	}
-	e := newTestEnv(t, func(o *Options) { o.PingInterval = 20 * time.Millisecond })
-	doc.Servers = openapi3.Servers{{URL: e.ts.URL + BasePath}}
+	e := newTestEnv(t)
+	doc.Servers = openapi3.Servers{{URL: e.ts.URL + xosim.BasePath}}
 	// The document's security requirement names "*" and "none", which are no defined schemes;
 	// authentication is tested on its own, so requests are validated without it.
 	doc.Security = nil
@@ -198,7 +299,7 @@ func TestConformance(t *testing.T) {
 		{"/rest/v0/vms/" + vmW2, 200},
 		{"/rest/v0/hosts/" + hostA1, 200},
 		{"/rest/v0/pools/" + poolA, 200},
-		{"/rest/v0/servers/" + nameUUID("xosim-server", poolA), 200},
+		{"/rest/v0/servers/" + c.env.serverID(t, poolA), 200},
 	}
 	for _, tt := range ok {
 		x := c.send("GET", tt.path, "", "", true)
@@ -214,7 +315,7 @@ func TestConformance(t *testing.T) {
 	if err := c.env.sim.DisconnectPool(poolB); err != nil {
 		t.Fatal(err)
 	}
-	x := c.send("GET", "/rest/v0/servers/"+nameUUID("xosim-server", poolB), "", "", true)
+	x := c.send("GET", "/rest/v0/servers/"+c.env.serverID(t, poolB), "", "", true)
 	c.validateResponse(x, true)
 	x = c.send("GET", "/rest/v0/servers?fields=*", "", "", true)
 	c.validateResponse(x, true)
@@ -347,5 +448,4 @@ func TestConformanceEvents(t *testing.T) {
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Errorf("GET /events: %v", err)
 	}
-	_ = bytes.MinRead
 }

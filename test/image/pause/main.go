@@ -1,4 +1,4 @@
-// Command pause blocks until it receives SIGTERM or SIGINT, then exits 0. hack/image -pause puts
+// Command pause blocks until it receives SIGTERM or SIGINT, then exits 0. test/image -pause puts
 // it, built static, on the controller image's base: the smallest process a test can run in a
 // container of that base, and one that stops at once when the container is stopped.
 package main
