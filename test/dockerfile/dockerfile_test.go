@@ -1,6 +1,6 @@
 // Package dockerfile checks the Dockerfile, which Docker cannot build here, and the image
-// test/image builds without Docker against it. It lives in the test module (test/go.mod): BuildKit's
-// parser and the shell parser it uses are no dependencies of the controller's module.
+// test/image builds without Docker against it. It lives in the test module (test/go.mod):
+// BuildKit's parser and the shell parser it uses are no dependencies of the controller's module.
 package dockerfile
 
 import (
