@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
@@ -1102,5 +1103,48 @@ func TestEffective(t *testing.T) {
 		inv["settleTime"] != "1m0s" || got["nodes"].(map[string]any)["ignoreSelector"] != "role=infra" ||
 		got["topology"].(map[string]any)["region"] != RegionPoolID {
 		t.Errorf("Effective =\n%s", out)
+	}
+}
+
+// TestLibraryStrictModeFallsShort keeps the reason for config's own decoder (see decoder)
+// checked: it decodes the example in decoder's comment with yaml.v3's strict mode
+// (Decoder.KnownFields) and expects what that comment quotes. If it fails, the library has
+// changed how it reports: see whether its strict mode now gives key paths, every problem and
+// values unquoted, and whether the decoder can go.
+func TestLibraryStrictModeFallsShort(t *testing.T) {
+	const file = `clusters:
+- url: https://xo
+  tokne: ` + testToken + `
+  insecure: "yes"
+  requestTimeout: 5
+- url: https://xo2
+  url: https://xo3
+  requestTimeout: soon
+`
+	type cluster struct {
+		URL            string        `yaml:"url"`
+		Token          string        `yaml:"token"`
+		Insecure       bool          `yaml:"insecure"`
+		RequestTimeout time.Duration `yaml:"requestTimeout"`
+	}
+	var doc struct {
+		Clusters []cluster `yaml:"clusters"`
+	}
+	dec := yamlv3.NewDecoder(strings.NewReader(file))
+	dec.KnownFields(true)
+	var te *yamlv3.TypeError
+	if err := dec.Decode(&doc); !errors.As(err, &te) {
+		t.Fatalf("strict decoding: %v, want a *yaml.TypeError", err)
+	}
+	want := []string{
+		"line 3: field tokne not found in type config.cluster",
+		"line 5: cannot unmarshal !!int `5` into time.Duration",
+		`line 7: mapping key "url" already defined at line 6`,
+	}
+	if !slices.Equal(te.Errors, want) {
+		t.Errorf("yaml.v3's strict mode now reports %q, was %q: revisit decoder", te.Errors, want)
+	}
+	if len(doc.Clusters) == 0 || !doc.Clusters[0].Insecure {
+		t.Errorf(`yaml.v3 no longer decodes insecure: "yes" as true (got %+v): revisit decoder's bool check`, doc.Clusters)
 	}
 }
