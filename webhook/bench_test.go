@@ -82,7 +82,8 @@ func admissionRequest(b testing.TB, name, systemUUID string) admission.Request {
 func newHandler(e *inventory.Estate) *admission.Webhook {
 	d := &webhook.NodeDefaulter{
 		Estate: e, Events: nodeevents.New(discardRecorder{}, "webhook", nil),
-		Labels: node.LabelOptions{TagLabelPrefixes: []string{"tag.k8s.xenorchestra/"}},
+		Labels:     node.LabelOptions{TagLabelPrefixes: []string{"tag.k8s.xenorchestra/"}},
+		Initialize: true,
 	}
 	return d.Webhook()
 }

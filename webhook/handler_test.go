@@ -56,48 +56,59 @@ func kubeletNode(t *testing.T, vm string) map[string]any {
 
 // TestWebhookKeepsAdmittedObject checks that the patch changes only what Default sets:
 // fields the Go type does not know, and zero values it omits (creationTimestamp: null,
-// kubeProxyVersion: ""), stay as the API server sent them.
+// kubeProxyVersion: ""), stay as the API server sent them. With Initialize, the Node (its VM
+// has an address) is born complete: the uninitialized taint, and the unknown field it carried,
+// go; the kubelet's other taint stays as sent.
 func TestWebhookKeepsAdmittedObject(t *testing.T) {
 	e, ids := benchEstate(t, 16)
-	d := &webhook.NodeDefaulter{Estate: e, Labels: tagLabels, Events: nodeevents.New(discardRecorder{}, "webhook", nil)}
-	sent := kubeletNode(t, ids[3])
-	raw, err := json.Marshal(sent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := d.Webhook().Handle(context.Background(), request(raw))
-	if !resp.Allowed || len(resp.Patch) == 0 {
-		t.Fatalf("not mutated: %+v", resp.AdmissionResponse)
-	}
-	patch, err := jsonpatch.DecodePatch(resp.Patch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := patch.Apply(raw)
-	if err != nil {
-		t.Fatalf("apply %s: %v", resp.Patch, err)
-	}
-	var got map[string]any
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if pid, _ := got["spec"].(map[string]any)["providerID"].(string); !strings.HasSuffix(pid, "/"+ids[3]) {
-		t.Fatalf("providerID %q; patch %s", pid, resp.Patch)
-	}
-	if region := got["metadata"].(map[string]any)["labels"].(map[string]any)[node.LabelRegion]; region == nil {
-		t.Fatalf("no region label; patch %s", resp.Patch)
-	}
-	// Everything but what Default writes is as sent.
-	for _, o := range []map[string]any{sent, got} {
-		delete(o["metadata"].(map[string]any), "labels")
-		delete(o["metadata"].(map[string]any), "annotations")
-		delete(o["spec"].(map[string]any), "providerID")
-		delete(o["status"].(map[string]any), "addresses")
-		taints := o["spec"].(map[string]any)["taints"].([]any)
-		o["spec"].(map[string]any)["taints"] = taints[:2] // the kubelet's; tag taints follow
-	}
-	if !reflect.DeepEqual(normalize(t, sent), got) {
-		t.Fatalf("the patch changed more than Default sets:\npatch %s\nsent %v\ngot  %v", resp.Patch, sent, got)
+	for _, initialize := range []bool{false, true} {
+		d := &webhook.NodeDefaulter{Estate: e, Labels: tagLabels, Events: nodeevents.New(discardRecorder{}, "webhook", nil), Initialize: initialize}
+		sent := kubeletNode(t, ids[3])
+		raw, err := json.Marshal(sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := d.Webhook().Handle(context.Background(), request(raw))
+		if !resp.Allowed || len(resp.Patch) == 0 {
+			t.Fatalf("initialize %v: not mutated: %+v", initialize, resp.AdmissionResponse)
+		}
+		patch, err := jsonpatch.DecodePatch(resp.Patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := patch.Apply(raw)
+		if err != nil {
+			t.Fatalf("apply %s: %v", resp.Patch, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		if pid, _ := got["spec"].(map[string]any)["providerID"].(string); !strings.HasSuffix(pid, "/"+ids[3]) {
+			t.Fatalf("providerID %q; patch %s", pid, resp.Patch)
+		}
+		if region := got["metadata"].(map[string]any)["labels"].(map[string]any)[node.LabelRegion]; region == nil {
+			t.Fatalf("no region label; patch %s", resp.Patch)
+		}
+		// Everything but what Default writes is as sent: the kubelet's taints first, the tag
+		// taints after them.
+		kubelet := 2
+		if initialize {
+			st := sent["spec"].(map[string]any)
+			st["taints"] = st["taints"].([]any)[1:] // without the uninitialized taint
+			kubelet = 1
+		}
+		for _, o := range []map[string]any{sent, got} {
+			delete(o["metadata"].(map[string]any), "labels")
+			delete(o["metadata"].(map[string]any), "annotations")
+			delete(o["spec"].(map[string]any), "providerID")
+			delete(o["status"].(map[string]any), "addresses")
+			taints := o["spec"].(map[string]any)["taints"].([]any)
+			o["spec"].(map[string]any)["taints"] = taints[:kubelet]
+		}
+		if !reflect.DeepEqual(normalize(t, sent), got) {
+			t.Fatalf("initialize %v: the patch changed more than Default sets:\npatch %s\nsent %v\ngot  %v", initialize, resp.Patch, sent, got)
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 var (
 	admissionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "xenorchestra_webhook_admissions_total",
-		Help: "Node admissions by result (mutated, unchanged, foreign, ignored), resolution method and outcome.",
+		Help: "Node admissions by result (initialized: described completely and the uninitialized taint lifted; mutated: described, the taint left to cloud-node; unchanged, foreign, ignored), resolution method and outcome.",
 	}, []string{"result", "method", "outcome"})
 	admissionDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "xenorchestra_webhook_defaulting_duration_seconds",

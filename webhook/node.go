@@ -1,5 +1,14 @@
 // Package webhook is the mutating admission webhook that gives a Node, in the request that
 // creates it, its providerID, topology and instance-type labels, XO labels and addresses.
+//
+// When that description is complete by the rule cloud-node applies before lifting the
+// node.cloudprovider.kubernetes.io/uninitialized taint (node.Initialize: providerID, region,
+// instance type, the zone of a running VM, an IP address), the webhook lifts the taint in the
+// same patch (NodeDefaulter.Initialize, --webhook-initialize, on by default): the Node is born
+// complete, schedulable in the answer to its CREATE, and cloud-node has nothing to write.
+// Anything missing leaves the taint, and cloud-node finishes as for a Node the webhook never
+// saw.
+//
 // It never denies a Node: when it cannot resolve the VM it admits the Node unchanged and the
 // cloud-node controller finishes the job.
 package webhook
@@ -7,6 +16,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,6 +43,9 @@ type NodeDefaulter struct {
 	Ignore node.Ignorer
 	// Events emits the webhook's events (nodeevents.New(…, "webhook", …)); nil emits none.
 	Events *nodeevents.Recorder
+	// Initialize lifts the uninitialized taint of a Node it describes completely
+	// (node.Initialize); false leaves every Node to cloud-node.
+	Initialize bool
 }
 
 var _ admission.Defaulter[*corev1.Node] = &NodeDefaulter{}
@@ -72,9 +85,18 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 		return nil
 	}
 	vm := res.VM
+	taints := slices.Clone(n.Spec.Taints)
+	defer func() { recordTaints(ctx, taints, n.Spec.Taints) }()
 	desc := node.Describe(view, n, vm, d.Labels)
 	if addrs := node.Addresses(n, vm, d.Addresses); len(addrs) > 0 {
 		n.Status.Addresses = addrs
+	}
+	result := "mutated"
+	// Last, as cloud-node does: the taint goes only once everything else is in this patch.
+	if d.Initialize {
+		if _, lifted := node.Initialize(n, vm, node.InitializedByWebhook); lifted {
+			result = "initialized"
+		}
 	}
 	if !dryRun(ctx) {
 		for _, r := range desc.Rejected {
@@ -86,9 +108,9 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 		}
 	}
 	if log := log.V(1); log.Enabled() {
-		log.Info("Node described at creation", "node", n.Name, "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String())
+		log.Info("Node described at creation", "node", n.Name, "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String(), "result", result)
 	}
-	observeResult("mutated", res, start)
+	observeResult(result, res, start)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/nodeevents"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
@@ -44,9 +45,10 @@ type world struct {
 const tagPrefix = "tag.k8s.xenorchestra/"
 
 // serve starts a simulated XO with one pool and one host, its inventory, and the webhook with
-// labels, over TLS where the API server's webhook configuration points; everything stops when
-// the test ends.
-func serve(t *testing.T, labels node.LabelOptions) *world {
+// labels and its default settings (Initialize on, as --webhook-initialize) changed by opts,
+// over TLS where the API server's webhook configuration points; everything stops when the test
+// ends.
+func serve(t *testing.T, labels node.LabelOptions, opts ...func(*webhook.NodeDefaulter)) *world {
 	t.Helper()
 	x := testenv.NewXO(t, testenv.XOOptions{})
 	w := &world{x: x, events: &testenv.Recorder{}}
@@ -54,7 +56,10 @@ func serve(t *testing.T, labels node.LabelOptions) *world {
 	w.pool = x.AddPool(t, xosim.PoolSpec{NameLabel: "dc1-pool-a"})
 	w.host = x.AddHost(t, xosim.HostSpec{PoolID: w.pool, NameLabel: "xcp-host-01"})
 	x.StartInventory(t, inventory.Options{})
-	d := &webhook.NodeDefaulter{Estate: testenv.Estate(x), Labels: labels, Events: nodeevents.New(w.events, "webhook", nil)}
+	d := &webhook.NodeDefaulter{Estate: testenv.Estate(x), Labels: labels, Events: nodeevents.New(w.events, "webhook", nil), Initialize: true}
+	for _, o := range opts {
+		o(d)
+	}
 
 	wo := env.WebhookInstallOptions
 	srv := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
@@ -121,11 +126,32 @@ func (w *world) wantDescribed(t *testing.T, n *corev1.Node, vm string) {
 			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
 		}
 	}
-	if !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, corev1.TaintEffectNoSchedule) {
-		t.Error("the webhook removed the uninitialized taint: that is the controller's job")
-	}
 	if n.Annotations[node.AnnotationManagedLabels] == "" {
 		t.Error("no ownership annotation")
+	}
+}
+
+// wantBornComplete checks the CREATE answered with the Node initialized by the webhook: no
+// uninitialized taint, recorded as the webhook's doing.
+func wantBornComplete(t *testing.T, n *corev1.Node) {
+	t.Helper()
+	if node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
+		t.Errorf("a completely described Node kept its uninitialized taint: missing %q", node.Missing(n, &xo.VM{PowerState: xo.PowerStateRunning}))
+	}
+	if got := n.Annotations[node.AnnotationInitializedBy]; got != node.InitializedByWebhook {
+		t.Errorf("%s = %q, want %q", node.AnnotationInitializedBy, got, node.InitializedByWebhook)
+	}
+}
+
+// wantTainted checks the CREATE answered with the uninitialized taint in place, for cloud-node
+// to lift.
+func wantTainted(t *testing.T, n *corev1.Node) {
+	t.Helper()
+	if !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, corev1.TaintEffectNoSchedule) {
+		t.Error("uninitialized taint lifted")
+	}
+	if got, ok := n.Annotations[node.AnnotationInitializedBy]; ok {
+		t.Errorf("%s = %q on a Node left to cloud-node", node.AnnotationInitializedBy, got)
 	}
 }
 
@@ -177,10 +203,42 @@ func TestSystemUUID(t *testing.T) {
 	if !hasAddress(&stored, corev1.NodeInternalIP, "10.1.0.1") {
 		t.Errorf("addresses %v lack the VM's 10.1.0.1", stored.Status.Addresses)
 	}
+	// Described completely (the VM's address included): born complete, in the answer and in
+	// what was stored.
+	wantBornComplete(t, n)
+	wantBornComplete(t, &stored)
 	// The kubelet's own fields are kept.
 	if stored.Status.NodeInfo.KubeletVersion == "" || stored.Labels[corev1.LabelOSStable] != "linux" || len(stored.Status.Conditions) == 0 {
 		t.Errorf("kubelet fields lost: %+v", stored)
 	}
+}
+
+// TestNoAddressKeepsTaint: a VM whose guest reports no address yet, for a kubelet without
+// --node-ip, leaves the Node without any IP: described, but not completely, so the taint stays
+// for cloud-node to lift once XO knows an address.
+func TestNoAddressKeepsTaint(t *testing.T) {
+	w := serve(t, tagLabels)
+	vm := w.addVM(t, xosim.VMSpec{NameLabel: "no-address", CPUs: 2, Memory: xosim.GiB})
+	n := create(t, testenv.KubeletNode("node-no-address", testenv.WithSystemUUID(vm)))
+	w.wantDescribed(t, n, vm)
+	wantTainted(t, n)
+
+	// The kubelet's --node-ip is an address: the same VM's next Node is born complete.
+	n2 := create(t, testenv.KubeletNode("node-no-address-node-ip", testenv.WithSystemUUID(vm), testenv.WithNodeIP("10.1.0.9")))
+	wantBornComplete(t, n2)
+}
+
+// TestInitializeOff: with --webhook-initialize=false the webhook describes a Node completely
+// and leaves the taint to cloud-node.
+func TestInitializeOff(t *testing.T) {
+	w := serve(t, tagLabels, func(d *webhook.NodeDefaulter) { d.Initialize = false })
+	vm := w.addVM(t, xosim.VMSpec{NameLabel: "left-to-cloud-node", CPUs: 2, Memory: xosim.GiB, IPs: []string{"10.1.0.2"}})
+	n := create(t, testenv.KubeletNode("node-initialize-off", testenv.WithSystemUUID(vm)))
+	w.wantDescribed(t, n, vm)
+	if !hasAddress(n, corev1.NodeInternalIP, "10.1.0.2") {
+		t.Errorf("addresses %v", n.Status.Addresses)
+	}
+	wantTainted(t, n)
 }
 
 func TestSystemUUIDSwapped(t *testing.T) {
@@ -209,6 +267,7 @@ func TestAddressMatch(t *testing.T) {
 	if !hasAddress(n, corev1.NodeInternalIP, "10.1.0.77") {
 		t.Errorf("addresses %v", n.Status.Addresses)
 	}
+	wantBornComplete(t, n)
 }
 
 func TestTopologyByName(t *testing.T) {
@@ -291,11 +350,13 @@ func TestPresetProviderID(t *testing.T) {
 
 func TestForeignProviderID(t *testing.T) {
 	w := serve(t, tagLabels)
-	w.addVM(t, xosim.VMSpec{NameLabel: "node-aws"})
+	// A VM of the same name, with an address: it would describe the Node completely.
+	w.addVM(t, xosim.VMSpec{NameLabel: "node-aws", CPUs: 2, Memory: xosim.GiB, IPs: []string{"10.1.0.3"}})
 	n := create(t, testenv.KubeletNode("node-aws", testenv.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0")))
 	if n.Spec.ProviderID != "aws:///eu-west-1a/i-0123456789abcdef0" || n.Labels[node.LabelRegion] != "" {
 		t.Fatalf("foreign node changed: %q %v", n.Spec.ProviderID, n.Labels)
 	}
+	wantTainted(t, n)
 }
 
 func TestInvalidNameSanitized(t *testing.T) {
@@ -316,11 +377,12 @@ func TestInvalidNameSanitized(t *testing.T) {
 }
 
 // TestDryRunEmitsNoEvent: a dry-run CREATE (kubectl create --dry-run=server) is described
-// like any other, but the webhook declares sideEffects None, so it emits no event; the same
-// Node created for real does.
+// like any other, its answer the Node a real CREATE would store (born complete here), but the
+// webhook declares sideEffects None, so it emits no event, and nothing is stored: no taint is
+// lifted anywhere. The same Node created for real does emit.
 func TestDryRunEmitsNoEvent(t *testing.T) {
 	w := serve(t, tagLabels)
-	vm := w.addVM(t, xosim.VMSpec{NameLabel: "dry", CPUs: 2, Memory: xosim.GiB, Tags: []string{
+	vm := w.addVM(t, xosim.VMSpec{NameLabel: "dry", CPUs: 2, Memory: xosim.GiB, IPs: []string{"10.1.0.4"}, Tags: []string{
 		"k8s.xenorchestra/label:node-role.kubernetes.io/control-plane=",
 	}})
 	n := testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm))
@@ -328,8 +390,12 @@ func TestDryRunEmitsNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.wantDescribed(t, n, vm)
+	wantBornComplete(t, n)
 	if ev := w.events.All("node-dry"); len(ev) != 0 {
 		t.Fatalf("a dry run emitted events: %v", ev)
+	}
+	if env.NodeExists(t, "node-dry") {
+		t.Fatal("a dry run stored the Node")
 	}
 	create(t, testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm)))
 	w.wantEvent(t, "node-dry", nodeevents.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")

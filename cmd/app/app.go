@@ -169,7 +169,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 	recorder := mgr.GetEventRecorder("xenorchestra-cloud-controller-manager")
 
 	if o.Webhook {
-		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Events: nodeevents.New(recorder, "webhook", nil)}
+		d := &webhook.NodeDefaulter{Estate: estate, Labels: labels, Addresses: addresses, Ignore: ignore, Events: nodeevents.New(recorder, "webhook", nil), Initialize: o.WebhookInitialize}
 		if err := startWebhook(ctx, mgr, webhookServer, d, certDir); err != nil {
 			return err
 		}

@@ -65,7 +65,10 @@ type Options struct {
 	// WebhookHost is the address the webhook listens on; empty means every interface.
 	WebhookHost string
 	// WebhookLookupTimeout bounds the one XO read the webhook may make per Node.
-	WebhookLookupTimeout   time.Duration
+	WebhookLookupTimeout time.Duration
+	// WebhookInitialize lets the webhook lift the uninitialized taint of a Node it describes
+	// completely at CREATE (webhook.NodeDefaulter.Initialize).
+	WebhookInitialize      bool
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
 	// Profiling serves Go's pprof handlers under /debug/pprof/ on the metrics address.
@@ -110,6 +113,7 @@ func NewOptions() *Options {
 		WebhookCADuration:        certs.DefaultCADuration,
 		WebhookCertDuration:      certs.DefaultCertDuration,
 		WebhookLookupTimeout:     time.Second,
+		WebhookInitialize:        true,
 		MetricsBindAddress:       ":8080",
 		HealthProbeBindAddress:   ":8081",
 		LeaderElect:              true,
@@ -153,6 +157,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WebhookCADuration, "webhook-ca-duration", o.WebhookCADuration, "With --webhook-certs="+CertsSelfManaged+": lifetime of the CA, renewed at two thirds of it.")
 	fs.DurationVar(&o.WebhookCertDuration, "webhook-cert-duration", o.WebhookCertDuration, "With --webhook-certs="+CertsSelfManaged+": lifetime of a serving certificate, renewed at two thirds of it; shorter than the CA's.")
 	fs.DurationVar(&o.WebhookLookupTimeout, "webhook-lookup-timeout", o.WebhookLookupTimeout, "Bound of the one XO read the webhook makes for a VM missing from the inventory; keep it well under the webhook's timeoutSeconds.")
+	fs.BoolVar(&o.WebhookInitialize, "webhook-initialize", o.WebhookInitialize, "Lift the uninitialized taint at CREATE when the webhook describes a Node completely, by the rule cloud-node applies (providerID, region, instance type, the zone of a running VM, an IP address): the Node is born schedulable and cloud-node writes nothing. false leaves the taint to cloud-node alone.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address (unauthenticated: keep it off unless investigating).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")

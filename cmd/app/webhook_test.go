@@ -32,8 +32,8 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 	x := testenv.NewXO(t, testenv.XOOptions{Token: token})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
 	x.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "host"})
-	vm1 := x.AddVM(t, xosim.VMSpec{PoolID: pool, NameLabel: "vm-1", CPUs: 2, Memory: xosim.GiB})
-	vm2 := x.AddVM(t, xosim.VMSpec{PoolID: pool, NameLabel: "vm-2", CPUs: 2, Memory: xosim.GiB})
+	vm1 := x.AddVM(t, xosim.VMSpec{PoolID: pool, NameLabel: "vm-1", CPUs: 2, Memory: xosim.GiB, IPs: []string{"10.0.0.1"}})
+	vm2 := x.AddVM(t, xosim.VMSpec{PoolID: pool, NameLabel: "vm-2", CPUs: 2, Memory: xosim.GiB, IPs: []string{"10.0.0.2"}})
 
 	env := testenv.StartTest(t, testenv.Options{Webhook: true})
 
@@ -68,10 +68,15 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 	if n1.Spec.ProviderID != "" {
 		t.Fatal("a Node was mutated at CREATE with no webhook certificate")
 	}
+	// The webhook's call skipped (failurePolicy Ignore): the taint stays and cloud-node lifts it.
+	if !node.HasTaint(n1.Spec.Taints, node.TaintUninitialized, "") {
+		t.Fatal("the uninitialized taint lifted at CREATE with no webhook certificate")
+	}
 	testenv.Eventually(t, 30*time.Second, "the Node initialized by the controller", func() bool {
 		var n corev1.Node
 		return c.Get(ctx, client.ObjectKeyFromObject(n1), &n) == nil &&
-			!node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") && n.Spec.ProviderID != ""
+			!node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") && n.Spec.ProviderID != "" &&
+			n.Annotations[node.AnnotationInitializedBy] == node.InitializedByController
 	})
 
 	// cert-manager delivers the certificate (envtest made one the API server trusts).
@@ -93,6 +98,10 @@ func TestWebhookWaitsForCertificate(t *testing.T) {
 		}
 		if want := node.FormatProviderID(pool, vm2); n.Spec.ProviderID != want {
 			return fmt.Errorf("providerID %q, want %q", n.Spec.ProviderID, want)
+		}
+		// Described completely (the VM has an address): born complete.
+		if node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") || n.Annotations[node.AnnotationInitializedBy] != node.InitializedByWebhook {
+			t.Fatalf("a Node described completely at CREATE kept its taint: %v %v", n.Spec.Taints, n.Annotations)
 		}
 		return nil
 	})

@@ -6,7 +6,9 @@
 // It follows k8s.io/cloud-provider's node controller: only Nodes carrying the uninitialized
 // taint are initialized, the providerID is only ever set when empty, and on any doubt (VM
 // unknown or ambiguous, XO unreachable, inventory incomplete) the taint stays and the Node is
-// retried with backoff.
+// retried with backoff. The taint goes by node.Initialize, the rule the webhook also applies at
+// CREATE: a Node the webhook described completely is born without the taint, and cloud-node
+// only counts it (bornComplete) and keeps its addresses current.
 package cloudnode
 
 import (
@@ -84,7 +86,21 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return common.SetupNodeController(mgr, common.NodeController{
 		Name: Name, Wants: r.wants, Predicate: relevantChange(), Estate: r.estate, Workers: r.opts.Workers,
+		Created: r.bornComplete,
 	}, r)
+}
+
+// bornComplete counts, with its NodeInitialized event, a Node created initialized: the webhook
+// described it completely and lifted its uninitialized taint at CREATE
+// (node.InitializedByWebhook), so cloud-node writes nothing to it, but the initialization
+// metric and the Node's events still tell how every Node was initialized.
+func (r *Reconciler) bornComplete(n *corev1.Node) {
+	if n.Annotations[node.AnnotationInitializedBy] != node.InitializedByWebhook ||
+		node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") || !r.wants(n) {
+		return
+	}
+	countInitialized(node.InitializedByWebhook, 0)
+	r.recorder.bornComplete(n)
 }
 
 // wants selects the Nodes to initialize (uninitialized, without another provider's
@@ -127,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The first listing of XO has not completed: nothing can be resolved yet. The listing's
 		// changes enqueue the Node again as soon as it lands.
 		if uninitialized {
-			initializationsTotal.WithLabelValues(resultNotSynced).Inc()
+			countAttempt(resultNotSynced)
 		}
 		logger.V(1).Info("Waiting for the XO inventory to sync")
 		return ctrl.Result{RequeueAfter: r.backoff.When(n.Name)}, nil
@@ -219,15 +235,9 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 
 	after := cur.DeepCopy()
 	desc := node.Describe(view, after, vm, r.opts.Labels)
-	changed := desc.Changed
-	missing := missingFields(after, vm)
-	if len(missing) == 0 {
-		// Last: everything else is already in this patch or on the Node.
-		var removed bool
-		after.Spec.Taints, removed = node.WithoutTaint(after.Spec.Taints, node.TaintUninitialized, "")
-		changed = removed || changed
-	}
-	if changed {
+	// Last: everything else is already in this patch or on the Node.
+	missing, lifted := node.Initialize(after, vm, node.InitializedByController)
+	if desc.Changed || lifted {
 		if err := r.written.Patch(ctx, r.client, cur, after); err != nil {
 			return r.apiError(n, logger, fmt.Errorf("patch node %s: %w", n.Name, err), resultAPIError)
 		}
@@ -243,16 +253,17 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 	r.retry.Forget(n.Name)
 
 	if len(missing) > 0 {
-		initializationsTotal.WithLabelValues(resultIncomplete).Inc()
+		countAttempt(resultIncomplete)
 		r.recorder.initializationIncomplete(after, missing)
 		logger.Info("Node not initialized: required fields missing", "missing", strings.Join(missing, ","))
 		return ctrl.Result{RequeueAfter: r.backoff.When(n.Name)}, nil
 	}
 	r.backoff.Forget(n.Name)
-	initializationsTotal.WithLabelValues(resultInitialized).Inc()
+	var took time.Duration
 	if !n.CreationTimestamp.IsZero() {
-		initializationDuration.Observe(max(0, r.clock.Since(n.CreationTimestamp.Time).Seconds()))
+		took = r.clock.Since(n.CreationTimestamp.Time)
 	}
+	countInitialized(node.InitializedByController, took)
 	r.recorder.nodeInitialized(after, vm, res.Method)
 	logger.Info("Node initialized", "method", res.Method.String())
 	return ctrl.Result{}, nil
@@ -266,28 +277,9 @@ func kindOf(k string) string {
 	return node.KindLabel
 }
 
-// missingFields lists the required fields the Node lacks: providerID, region and instance
-// type always, zone when the VM is running.
-func missingFields(n *corev1.Node, vm *xo.VM) []string {
-	var missing []string
-	if n.Spec.ProviderID == "" {
-		missing = append(missing, "providerID")
-	}
-	if n.Labels[node.LabelRegion] == "" {
-		missing = append(missing, node.LabelRegion)
-	}
-	if n.Labels[node.LabelInstanceType] == "" {
-		missing = append(missing, node.LabelInstanceType)
-	}
-	if vm.PowerState == xo.PowerStateRunning && n.Labels[node.LabelZone] == "" {
-		missing = append(missing, node.LabelZone)
-	}
-	return missing
-}
-
 // notResolved keeps the taint, says why, and retries with backoff.
 func (r *Reconciler) notResolved(n *corev1.Node, logger logr.Logger, why string) (ctrl.Result, error) {
-	initializationsTotal.WithLabelValues(resultNotResolved).Inc()
+	countAttempt(resultNotResolved)
 	r.recorder.vmNotResolved(n, why)
 	after := r.backoff.When(n.Name)
 	logger.Info("VM not resolved; Node stays uninitialized", "reason", why, "retryIn", after)
@@ -296,7 +288,7 @@ func (r *Reconciler) notResolved(n *corev1.Node, logger logr.Logger, why string)
 
 // xoError keeps the taint, says why, and retries with backoff.
 func (r *Reconciler) xoError(n *corev1.Node, logger logr.Logger, err error) (ctrl.Result, error) {
-	initializationsTotal.WithLabelValues(resultXOError).Inc()
+	countAttempt(resultXOError)
 	r.recorder.xoUnavailable(n, err)
 	after := r.backoff.When(n.Name)
 	logger.Error(err, "XO unavailable; Node stays uninitialized", "retryIn", after)
@@ -313,13 +305,13 @@ func (r *Reconciler) apiError(n *corev1.Node, logger logr.Logger, err error, res
 		return ctrl.Result{}, nil
 	case apierrors.IsConflict(err):
 		if result != "" {
-			initializationsTotal.WithLabelValues(resultConflict).Inc()
+			countAttempt(resultConflict)
 		}
 		logger.V(1).Info("Node changed meanwhile; retrying")
 		return ctrl.Result{RequeueAfter: r.retry.When(n.Name)}, nil
 	}
 	if result != "" {
-		initializationsTotal.WithLabelValues(result).Inc()
+		countAttempt(result)
 	}
 	return ctrl.Result{}, err
 }

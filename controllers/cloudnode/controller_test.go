@@ -2,6 +2,7 @@ package cloudnode
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -124,6 +125,9 @@ func checkInitialized(t *testing.T, n *corev1.Node, providerID string, labels ma
 	if addrs != nil && !node.AddressesEqual(n.Status.Addresses, addrs) {
 		t.Errorf("addresses = %v, want %v", n.Status.Addresses, addrs)
 	}
+	if by := n.Annotations[node.AnnotationInitializedBy]; by != node.InitializedByController {
+		t.Errorf("%s = %q, want %q", node.AnnotationInitializedBy, by, node.InitializedByController)
+	}
 }
 
 // checkKubeletLabels asserts that the labels the kubelet set are still there.
@@ -219,13 +223,15 @@ func TestInitialize(t *testing.T) {
 		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "10.0.0.9") },
 		method:    "provider_id",
 	}, {
-		name: "halted VM: no zone required, no address to set",
+		// XO shows no guest address of a halted VM: the kubelet's --node-ip is the Node's.
+		name: "halted VM: no zone required",
 		vm:   xosim.VMSpec{PowerState: xo.PowerStateHalted, IPs: []string{"10.0.0.10"}},
 		node: func(_ *fixture, name, vmID string) *corev1.Node {
-			return testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
+			return testenv.KubeletNode(name, testenv.WithSystemUUID(vmID), testenv.WithNodeIP("192.168.1.10"))
 		},
-		noZone: true,
-		method: "system_uuid",
+		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "192.168.1.10") },
+		noZone:    true,
+		method:    "system_uuid",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, false)
@@ -235,7 +241,7 @@ func TestInitialize(t *testing.T) {
 			vmID := f.AddVM(spec)
 			n := tc.node(f, name, vmID)
 			f.createNode(n)
-			initializedBefore := testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized))
+			initializedBefore := testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized, node.InitializedByController))
 
 			if res := f.reconcile(name); res.RequeueAfter != 0 {
 				t.Errorf("RequeueAfter = %s after initialization, want 0", res.RequeueAfter)
@@ -254,15 +260,12 @@ func TestInitialize(t *testing.T) {
 				if z, ok := got.Labels[node.LabelZone]; ok {
 					t.Errorf("zone label %q set for a halted VM", z)
 				}
-				if len(got.Status.Addresses) != 0 {
-					t.Errorf("addresses = %v, want none", got.Status.Addresses)
-				}
 			}
 			checkInitialized(t, got, node.FormatProviderID(f.Pool, vmID), want, wantAddrs)
 			if ev := f.Rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || ev[0].Type != corev1.EventTypeNormal || !strings.Contains(ev[0].Note, tc.method) {
 				t.Errorf("NodeInitialized events = %+v, want one naming %s", ev, tc.method)
 			}
-			if d := testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized)) - initializedBefore; d != 1 {
+			if d := testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized, node.InitializedByController)) - initializedBefore; d != 1 {
 				t.Errorf("initialized counter grew by %v, want 1", d)
 			}
 
@@ -305,7 +308,10 @@ func TestInitializeWebhookPreset(t *testing.T) {
 	if got.Spec.ProviderID != before.Spec.ProviderID {
 		t.Errorf("providerID changed: %q → %q", before.Spec.ProviderID, got.Spec.ProviderID)
 	}
-	if fmt.Sprint(got.Labels) != fmt.Sprint(before.Labels) || fmt.Sprint(got.Annotations) != fmt.Sprint(before.Annotations) {
+	// Only who lifted the taint is recorded.
+	wantAnnotations := maps.Clone(before.Annotations)
+	wantAnnotations[node.AnnotationInitializedBy] = node.InitializedByController
+	if !maps.Equal(got.Labels, before.Labels) || !maps.Equal(got.Annotations, wantAnnotations) {
 		t.Errorf("labels or annotations changed:\n before %v %v\n after  %v %v", before.Labels, before.Annotations, got.Labels, got.Annotations)
 	}
 	if got.Labels["example.com/tier"] != "web" {
@@ -390,6 +396,37 @@ func TestRequiredFieldMissing(t *testing.T) {
 	f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return node.InstanceType(s.VM(vmID)) != "" })
 	f.reconcile(name)
 	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.4.5"))
+}
+
+// TestNoAddressKeepsTaint: a VM whose guest reports no address, for a kubelet without
+// --node-ip, leaves the Node without any IP: providerID and labels are set, the taint stays
+// with a Warning that says why, and the Node is initialized once XO reports an address.
+func TestNoAddressKeepsTaint(t *testing.T) {
+	f := newFixture(t, false)
+	name := nodeName(t)
+	vmID := f.AddVM(xosim.VMSpec{NameLabel: name})
+	f.createNode(testenv.KubeletNode(name, testenv.WithSystemUUID(vmID)))
+
+	if res := f.reconcile(name); res.RequeueAfter <= 0 {
+		t.Errorf("RequeueAfter = %s, want a retry", res.RequeueAfter)
+	}
+	got := f.Get(name)
+	if !uninitialized(got) || len(got.Status.Addresses) != 0 {
+		t.Fatalf("taint removed or addresses set without an address: %v %v", got.Spec.Taints, got.Status.Addresses)
+	}
+	if got.Spec.ProviderID != node.FormatProviderID(f.Pool, vmID) || got.Labels[node.LabelRegion] != f.Pool {
+		t.Errorf("providerID %q, labels %v: want what is known set", got.Spec.ProviderID, got.Labels)
+	}
+	if ev := f.Rec.Find(name, ReasonInitializationIncomplete); len(ev) != 1 || !strings.Contains(ev[0].Note, node.FieldAddresses) || !strings.Contains(ev[0].Note, "--node-ip") {
+		t.Errorf("InitializationIncomplete events = %+v, want one naming %s and the fix", ev, node.FieldAddresses)
+	}
+
+	if err := f.Sim.SetAddresses(vmID, map[string]string{"0/ipv4/0": "10.0.4.9"}); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitInventory("the inventory to catch up", func(s *inventory.Snapshot) bool { return len(s.VM(vmID).Addresses) > 0 })
+	f.reconcile(name)
+	checkInitialized(t, f.Get(name), node.FormatProviderID(f.Pool, vmID), f.wantLabels(name), addrs(name, "10.0.4.9"))
 }
 
 func TestForeignProviderIDUntouched(t *testing.T) {
@@ -722,5 +759,81 @@ func TestNameMatchNotBlockedByOtherPools(t *testing.T) {
 				t.Errorf("NodeInitialized events = %+v, want one naming the name match", ev)
 			}
 		})
+	}
+}
+
+// bornComplete returns the Node of vmID as the webhook answers its kubelet's CREATE when it
+// describes it completely: described by the same shared functions, the uninitialized taint
+// lifted by node.Initialize.
+func (f *fixture) bornComplete(name, vmID string) *corev1.Node {
+	f.T.Helper()
+	n := testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
+	view := f.Estate.View()
+	vm := view.VM(vmID)
+	node.Describe(view, n, vm, node.LabelOptions{})
+	n.Status.Addresses = node.Addresses(n, vm, node.AddressOptions{})
+	if missing, lifted := node.Initialize(n, vm, node.InitializedByWebhook); !lifted {
+		f.T.Fatalf("the fixture's VM does not describe its Node completely: missing %q", missing)
+	}
+	return n
+}
+
+// TestBornComplete: a Node the webhook initialized at CREATE costs cloud-node no write; it is
+// counted once as initialized by the webhook, with its NodeInitialized event, when cloud-node
+// sees it created, and not again for a Node cloud-node finds at its start (a restart or a new
+// leader: the previous one counted it).
+func TestBornComplete(t *testing.T) {
+	f := newFixture(t, true)
+	var counter testenv.RequestCounter
+	mgr := testenv.NewManager(t, counter.Config(env.Config))
+	if err := common.SetupIndexes(f.Ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	r := f.newReconciler(mgr.GetClient(), node.LabelOptions{})
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	byWebhook := func() float64 {
+		return testutil.ToFloat64(initializationsTotal.WithLabelValues(resultInitialized, node.InitializedByWebhook))
+	}
+	reconciled := func() float64 {
+		return testenv.MetricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": Name})
+	}
+	// quiet waits until cloud-node has reconciled more than after Nodes and has nothing queued
+	// or in flight.
+	quiet := func(what string, after float64) {
+		testenv.Eventually(t, 10*time.Second, what, func() bool {
+			return reconciled() > after &&
+				testenv.MetricValue(t, "workqueue_depth", map[string]string{"name": Name}) == 0 &&
+				testenv.MetricValue(t, "controller_runtime_active_workers", map[string]string{"controller": Name}) == 0
+		})
+	}
+
+	earlier := nodeName(t)
+	f.createNode(f.bornComplete(earlier, f.AddVM(xosim.VMSpec{NameLabel: earlier, IPs: []string{"10.0.10.1"}})))
+	before, counted := reconciled(), byWebhook()
+	testenv.RunManager(f.Ctx, t, mgr)
+	quiet("the Node found at start reconciled", before)
+
+	name := nodeName(t)
+	vmID := f.AddVM(xosim.VMSpec{NameLabel: name, IPs: []string{"10.0.10.2"}})
+	before = reconciled()
+	f.createNode(f.bornComplete(name, vmID))
+	testenv.Eventually(t, 10*time.Second, "NodeInitialized", func() bool { return len(f.Rec.Find(name, ReasonNodeInitialized)) > 0 })
+	quiet("the new Node reconciled", before)
+
+	if ev := f.Rec.Find(name, ReasonNodeInitialized); len(ev) != 1 || !strings.Contains(ev[0].Note, "by the webhook") || !strings.Contains(ev[0].Note, vmID) {
+		t.Errorf("NodeInitialized events = %+v, want one saying the webhook initialized it from %s", ev, vmID)
+	}
+	if ev := f.Rec.Find(earlier, ReasonNodeInitialized); len(ev) != 0 {
+		t.Errorf("the Node found at start reported initialized again: %+v", ev)
+	}
+	if d := byWebhook() - counted; d != 1 {
+		t.Errorf("initializations by the webhook grew by %v, want 1", d)
+	}
+	for _, n := range []string{earlier, name} {
+		if w := counter.NodeWrites(n); w != 0 {
+			t.Errorf("cloud-node wrote a born-complete Node %d times, want 0", w)
+		}
 	}
 }

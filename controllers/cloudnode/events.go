@@ -1,6 +1,7 @@
 package cloudnode
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,13 +14,14 @@ import (
 // Event reasons of the cloud-node controller; it also emits nodeevents.ReasonVMNotResolved,
 // ReasonLabelRejected and ReasonLabelConflict.
 const (
-	// ReasonNodeInitialized: every required field is set and the uninitialized taint is gone.
+	// ReasonNodeInitialized: every required field is set and the uninitialized taint is gone,
+	// lifted by cloud-node or, at CREATE, by the webhook.
 	ReasonNodeInitialized = "NodeInitialized"
 	// ReasonXOUnavailable: XO could not answer (error, timeout, refused, token rejected,
 	// truncated listing); the taint stays.
 	ReasonXOUnavailable = "XOUnavailable"
 	// ReasonInitializationIncomplete: the VM is known but a required field (region, instance
-	// type, zone of a running VM) cannot be computed yet; the taint stays.
+	// type, zone of a running VM, an IP address) cannot be computed yet; the taint stays.
 	ReasonInitializationIncomplete = "InitializationIncomplete"
 	// ReasonAddressesUpdated: status.addresses of an initialized Node changed with its VM.
 	ReasonAddressesUpdated = "AddressesUpdated"
@@ -38,6 +40,12 @@ type eventRecorder struct{ r *nodeevents.Recorder }
 func (e eventRecorder) nodeInitialized(n *corev1.Node, vm *xo.VM, m node.Method) {
 	e.r.Normal(n, ReasonNodeInitialized, ActionInitialize,
 		"initialized from VM %s (pool %s), matched by %s", vm.ID, vm.PoolID, m.String())
+}
+
+func (e eventRecorder) bornComplete(n *corev1.Node) {
+	pool, vm, _ := node.ParseProviderID(n.Spec.ProviderID)
+	e.r.Normal(n, ReasonNodeInitialized, ActionInitialize,
+		"initialized at creation by the webhook from VM %s (pool %s)", vm, pool)
 }
 
 func (e eventRecorder) vmNotResolved(n *corev1.Node, why string) {
@@ -59,8 +67,12 @@ func (e eventRecorder) labelConflict(n *corev1.Node, key string) {
 }
 
 func (e eventRecorder) initializationIncomplete(n *corev1.Node, missing []string) {
+	var hint string
+	if slices.Contains(missing, node.FieldAddresses) {
+		hint = " (no IP address: XO reports none for the VM, whose guest agent may not run yet, and the kubelet gave no --node-ip)"
+	}
 	e.r.Warning(n, ReasonInitializationIncomplete, ActionInitialize,
-		"node stays uninitialized, retrying: missing %s", strings.Join(missing, ", "))
+		"node stays uninitialized, retrying: missing %s%s", strings.Join(missing, ", "), hint)
 }
 
 func (e eventRecorder) addressesUpdated(n *corev1.Node, vm *xo.VM) {

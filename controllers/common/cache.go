@@ -13,6 +13,7 @@ import (
 // readAnnotations are the only annotations the controllers read; TrimNode drops the others.
 var readAnnotations = []string{
 	node.AnnotationManagedLabels, node.AnnotationManagedTaints, node.AnnotationProvidedNodeIP, node.AnnotationOutOfService,
+	node.AnnotationInitializedBy,
 }
 
 // TrimNode returns the manager cache's transform for Nodes (cache.Options.DefaultTransform):

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -140,6 +141,11 @@ type NodeController struct {
 	Resync time.Duration
 	// Clock times Resync; nil is the real clock.
 	Clock clock.Clock
+	// Created, when set, is told of every Node created while the controller runs (not of
+	// those it finds at its start, after a restart or a change of leader), as the cache
+	// shows it, whether the controller wants it or not: so cloud-node counts the Nodes the
+	// webhook initialized at CREATE, which it never writes.
+	Created func(*corev1.Node)
 }
 
 // SetupNodeController registers a Node controller the way all three are: the Node events
@@ -161,6 +167,15 @@ func SetupNodeController(mgr ctrl.Manager, o NodeController, r reconcile.Reconci
 		WatchesRawSource(ChangeSource(o.Estate, nodes, o.Wants)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(o.Workers, 1)}).
 		WithLogConstructor(reconcileLogger(lazyLogger(mgr.GetLogger()).WithValues("controller", o.Name)))
+	if o.Created != nil {
+		b = b.Watches(&corev1.Node{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if n, ok := e.Object.(*corev1.Node); ok && !e.IsInInitialList {
+					o.Created(n)
+				}
+			},
+		})
+	}
 	if o.Resync > 0 {
 		clk := o.Clock
 		if clk == nil {

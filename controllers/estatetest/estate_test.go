@@ -35,13 +35,14 @@ func TestTwoServersInitialize(t *testing.T) {
 	cs := newControllers(env.Client, testenv.Estate(a.X, b.X), a.Rec, clock.RealClock{}, tagPrefixes, node.Ignorer{})
 	var names []string
 	want := map[string][2]string{} // Node → pool, VM
-	for _, f := range []*testenv.Fixture{a, b} {
-		byUUID := f.AddVM(xosim.VMSpec{NameLabel: "by-uuid"})
+	for i, f := range []*testenv.Fixture{a, b} {
+		// Each VM with an address: without one a Node is not initialized (node.Missing).
+		byUUID := f.AddVM(xosim.VMSpec{NameLabel: "by-uuid", IPs: []string{fmt.Sprintf("10.20.%d.1", i)}})
 		n := testenv.KubeletNode(testenv.NodeName(t, "uuid"), testenv.WithSystemUUID(byUUID))
 		env.AddNode(t, n)
 		want[n.Name] = [2]string{f.Pool, byUUID}
 		name := testenv.NodeName(t, "name")
-		byName := f.AddVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh"})
+		byName := f.AddVM(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh", IPs: []string{fmt.Sprintf("10.20.%d.2", i)}})
 		env.AddNode(t, testenv.KubeletNode(name))
 		want[name] = [2]string{f.Pool, byName}
 		names = append(names, n.Name, name)
@@ -138,7 +139,7 @@ func oneServerFailing(t *testing.T, inject fault) {
 	if err := b.Sim.SetPowerState(bHaltedVM, xo.PowerStateRunning); err != nil {
 		t.Fatal(err)
 	}
-	aNewVM, bNewVM := a.AddVMQuietly(xosim.VMSpec{NameLabel: "new"}), b.AddVMQuietly(xosim.VMSpec{NameLabel: "new"})
+	aNewVM, bNewVM := a.AddVMQuietly(xosim.VMSpec{NameLabel: "new", IPs: []string{"10.23.0.1"}}), b.AddVMQuietly(xosim.VMSpec{NameLabel: "new", IPs: []string{"10.23.0.2"}})
 	a.WaitInventory("the new VM", func(s *inventory.Snapshot) bool { return s.VM(aNewVM) != nil })
 	aNew := testenv.KubeletNode(testenv.NodeName(t, "a-new"), testenv.WithSystemUUID(aNewVM))
 	bNew := testenv.KubeletNode(testenv.NodeName(t, "b-new"), testenv.WithSystemUUID(bNewVM))
@@ -215,9 +216,9 @@ func TestSamePoolTwoServers(t *testing.T) {
 	mgr := testenv.NewManager(t, requests.Config(env.Config))
 	newControllers(mgr.GetClient(), testenv.Estate(a.X, b.X), a.Rec, clock.RealClock{}, labels, node.Ignorer{}).setup(a.Ctx, t, mgr)
 
-	byUUID := addBoth(xosim.VMSpec{NameLabel: "by-uuid", Tags: []string{node.TagLabelPrefix + "example.com/tier=gold"}})
+	byUUID := addBoth(xosim.VMSpec{NameLabel: "by-uuid", IPs: []string{"10.21.0.1"}, Tags: []string{node.TagLabelPrefix + "example.com/tier=gold"}})
 	name := testenv.NodeName(t, "name")
-	byName := addBoth(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh"})
+	byName := addBoth(xosim.VMSpec{NameLabel: name, VirtualizationMode: "pvh", IPs: []string{"10.21.0.2"}})
 	n1 := testenv.KubeletNode(testenv.NodeName(t, "uuid"), testenv.WithSystemUUID(byUUID))
 	env.AddNode(t, n1)
 	env.AddNode(t, testenv.KubeletNode(name))

@@ -56,7 +56,7 @@ func TestStagedReconnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	byName := testenv.NodeName(t, "by-name")
-	byNameVM := f.AddVMQuietly(xosim.VMSpec{NameLabel: byName, VirtualizationMode: "pvh"})
+	byNameVM := f.AddVMQuietly(xosim.VMSpec{NameLabel: byName, VirtualizationMode: "pvh", IPs: []string{"10.22.0.1"}})
 	env.AddNode(t, testenv.KubeletNode(byName))
 	all = append(all, byName)
 	cs.reconcile(f.Ctx, t, all...)

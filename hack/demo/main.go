@@ -154,7 +154,11 @@ func run(ctx context.Context) error {
 		if err := c.Create(ctx, n); err != nil {
 			return err
 		}
-		fmt.Printf("  %-14s created in %-8s providerID in the CREATE answer: %s\n", name, time.Since(start).Round(time.Millisecond), n.Spec.ProviderID)
+		born := "uninitialized taint left to cloud-node"
+		if n.Annotations[node.AnnotationInitializedBy] == node.InitializedByWebhook {
+			born = "born complete: no uninitialized taint"
+		}
+		fmt.Printf("  %-14s created in %-8s providerID in the CREATE answer: %s (%s)\n", name, time.Since(start).Round(time.Millisecond), n.Spec.ProviderID, born)
 	}
 	sort.Strings(names)
 	if err := waitFor(ctx, "every Node initialized (uninitialized taint removed)", func() (bool, error) {

@@ -302,7 +302,7 @@ func (h *harness) measureBurst(c *controller, what string, vms []vmInfo, webhook
 
 	sent := make([]time.Time, n)
 	took := make([]time.Duration, n)
-	var labelled atomic.Int64
+	var labelled, born atomic.Int64
 	var createErrs atomic.Int64
 	jobs := make(chan int, n)
 	for i := range n {
@@ -325,6 +325,9 @@ func (h *harness) measureBurst(c *controller, what string, vms []vmInfo, webhook
 					}
 				case nd.Spec.ProviderID != "" && nd.Labels[node.LabelZone] != "":
 					labelled.Add(1)
+					if !node.HasTaint(nd.Spec.Taints, node.TaintUninitialized, "") {
+						born.Add(1)
+					}
 				}
 			}
 		})
@@ -348,7 +351,7 @@ wait:
 	wg.Wait()
 
 	b := bench.Burst{Nodes: n, Webhook: webhook, Creators: *flagCreators, Initialized: done, Load: load[0],
-		LabelledAtCreate: int(labelled.Load()), ControllerStartup: c.ready}
+		LabelledAtCreate: int(labelled.Load()), BornComplete: int(born.Load()), ControllerStartup: c.ready}
 	var last time.Time
 	for i, name := range names {
 		if at, ok := h.watch.initTime(name); ok {
@@ -408,10 +411,10 @@ wait:
 	if pm, err := bench.ProcMemory(c.pid()); err == nil {
 		b.ControllerPeakRSS = pm.HWM
 	}
-	h.t.Logf("%s: %d initialized, total %s (CREATEs done after %s), p50 %s, p99 %s, max %s; CREATE p50 %s p99 %s (API server mean %s, of which webhook call %s (p99 %s), webhook server %s; %d failed open); labelled at CREATE %d; XO %v; 409s %v; CPU %v",
+	h.t.Logf("%s: %d initialized, total %s (CREATEs done after %s), p50 %s, p99 %s, max %s; CREATE p50 %s p99 %s (API server mean %s, of which webhook call %s (p99 %s), webhook server %s; %d failed open); labelled at CREATE %d, born complete %d; XO %v; 409s %v; CPU %v",
 		what, done, b.Total.Round(time.Millisecond), b.CreatesDone.Round(time.Millisecond), b.P50.Round(time.Millisecond), b.P99.Round(time.Millisecond), b.Max.Round(time.Millisecond),
 		b.CreateP50.Round(time.Millisecond), b.CreateP99.Round(time.Millisecond), b.CreateServerMean.Round(time.Microsecond), b.AdmissionMean.Round(time.Microsecond), b.AdmissionP99.Round(time.Microsecond), b.WebhookServerMean.Round(time.Microsecond), b.FailOpen,
-		b.LabelledAtCreate, b.XORequests, b.Conflicts, b.CPU)
+		b.LabelledAtCreate, b.BornComplete, b.XORequests, b.Conflicts, b.CPU)
 	if b.FailOpen > 0 {
 		h.fail("%s: %d webhook calls failed open (the Nodes were admitted without the webhook)", what, b.FailOpen)
 	}

@@ -17,6 +17,9 @@ const (
 	TargetBurst500 = 4 * time.Second
 	// TargetBurst5000 is the same for 5,000 Nodes.
 	TargetBurst5000 = 30 * time.Second
+	// TargetBornCompleteWrites is the most Node writes per Node cloud-node may send in a
+	// burst with the webhook on, every VM's address known to XO: the webhook initializes them.
+	TargetBornCompleteWrites = 0.05
 	// TargetRSS is the resident memory allowed with 5,000 Nodes and 10,000 VMs.
 	TargetRSS = 80 << 20
 	// TargetMigration is the time within which a live migration shows in the zone label when
@@ -172,6 +175,14 @@ func renderTargets(p func(string, ...any), r *Results) {
 			p("| %s Nodes at once (webhook %s) all initialized within %s | %s | %s |\n",
 				count(want.nodes), onOff(bu.Webhook), period(want.limit), burstOutcome(bu), mark(ok))
 		}
+	}
+	for _, pair := range burstPairs(r.Bursts) {
+		off, on := pair[0], pair[1]
+		p("| %s Nodes, webhook on no slower than off, in the same run | on %s, off %s | %s |\n",
+			count(on.Nodes), dur(on.Total), dur(off.Total), mark(on.Initialized == on.Nodes && on.Total <= off.Total))
+		w := float64(nodeWrites(on)) / float64(max(on.Nodes, 1))
+		p("| %s Nodes, webhook on: Node writes by the controller ≤ %s per Node, every Node born complete (no uninitialized taint in its CREATE answer) | %.3f per Node, %d of %d born complete | %s |\n",
+			count(on.Nodes), num(TargetBornCompleteWrites), w, on.BornComplete, on.Nodes, mark(w <= TargetBornCompleteWrites && on.BornComplete == on.Nodes))
 	}
 	for _, m := range r.Memory {
 		if m.Nodes >= 5000 {
@@ -341,6 +352,22 @@ func renderBursts(p func(string, ...any), r *Results) {
 			count(a.nodes), a.max, a.p50, a.p99, a.max, count(3*a.nodes), count(3*a.nodes), a.rss)
 	}
 	p("\n")
+	if pairs := burstPairs(r.Bursts); len(pairs) > 0 {
+		p("Webhook on against off, in the same run: with the webhook on, a Node described completely at CREATE (every VM's address known to XO, ")
+		p("the kubelet's `--node-ip`) is born complete, its uninitialized taint lifted in the CREATE's own patch (`--webhook-initialize`), ")
+		p("and the controller writes nothing to it. Node writes: PATCHes of Nodes and their status by the controller; events: the Events it wrote; ")
+		p("CPU per Node: the API server's and the controller's CPU time over the burst, divided by the Nodes.\n\n")
+		p("| Nodes | webhook | total | born complete at CREATE | Node writes by the controller | events | API server CPU per Node | controller CPU per Node |\n")
+		p("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, pair := range pairs {
+			for _, bu := range pair {
+				n := time.Duration(max(bu.Nodes, 1))
+				p("| %s | %s | %s | %d | %s | %d | %s | %s |\n", count(bu.Nodes), onOff(bu.Webhook), burstOutcome(bu), bu.BornComplete,
+					controllerWrites(bu), eventWrites(bu), dur(bu.CPU["kube-apiserver"]/n), dur(bu.CPU["controller"]/n))
+			}
+		}
+		p("\n")
+	}
 	for _, bu := range r.Bursts {
 		p("- %s Nodes, webhook %s: API server's mean time per Node CREATE %s", count(bu.Nodes), onOff(bu.Webhook), dur(bu.CreateServerMean))
 		if bu.Webhook {
@@ -360,18 +387,54 @@ func renderBursts(p func(string, ...any), r *Results) {
 
 // controllerWrites are the burst's writes on Nodes, without the benchmark's own CREATEs.
 func controllerWrites(b Burst) string {
+	n := nodeWrites(b)
+	return fmt.Sprintf("%d (%.2f per Node)", n, float64(n)/float64(max(b.Nodes, 1)))
+}
+
+// nodeWrites counts the burst's writes on Nodes and their subresources, without the
+// benchmark's own CREATEs.
+func nodeWrites(b Burst) int64 {
+	return writes(b, func(res string) bool { return res == "nodes" || strings.HasPrefix(res, "nodes/") }, int64(b.Nodes))
+}
+
+// eventWrites counts the burst's writes of Events.
+func eventWrites(b Burst) int64 {
+	return writes(b, func(res string) bool { return res == "events" }, 0)
+}
+
+// writes counts the burst's API requests that are writes of a resource that want accepts,
+// less created of its creations (the benchmark's own).
+func writes(b Burst, want func(resource string) bool, created int64) int64 {
 	var n int64
 	for k, v := range b.APIRequests {
-		if strings.HasSuffix(k, " nodes") || strings.Contains(k, " nodes/") {
-			if k == "POST nodes" {
-				v -= int64(b.Nodes)
-			}
-			if !strings.HasPrefix(k, "GET") && !strings.HasPrefix(k, "LIST") && !strings.HasPrefix(k, "WATCH") {
-				n += max(v, 0)
+		verb, res, _ := strings.Cut(k, " ")
+		if !want(res) || verb == "GET" || verb == "LIST" || verb == "WATCH" {
+			continue
+		}
+		if verb == "POST" {
+			v -= created
+		}
+		n += max(v, 0)
+	}
+	return n
+}
+
+// burstPairs pairs the bursts of one size with the webhook off and on, in run order: the
+// figures to compare side by side.
+func burstPairs(bursts []Burst) [][2]Burst {
+	var out [][2]Burst
+	for i, off := range bursts {
+		if off.Webhook {
+			continue
+		}
+		for _, on := range bursts[i+1:] {
+			if on.Webhook && on.Nodes == off.Nodes {
+				out = append(out, [2]Burst{off, on})
+				break
 			}
 		}
 	}
-	return fmt.Sprintf("%d (%.1f per Node)", n, float64(n)/float64(max(b.Nodes, 1)))
+	return out
 }
 
 func renderSteady(p func(string, ...any), r *Results) {

@@ -74,6 +74,9 @@ type Burst struct {
 	// LabelledAtCreate counts the Nodes whose CREATE answer already carried the providerID
 	// and labels: the webhook's work.
 	LabelledAtCreate int `json:"labelledAtCreate"`
+	// BornComplete counts the Nodes whose CREATE answer carried no uninitialized taint: the
+	// webhook described them completely and lifted it (--webhook-initialize).
+	BornComplete int `json:"bornComplete"`
 	// Initialized counts the Nodes seen initialized before the timeout.
 	Initialized int `json:"initialized"`
 	// XORequests are the requests XO received during the burst, by "METHOD /path".

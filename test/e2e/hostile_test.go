@@ -64,6 +64,7 @@ func TestHostileXOData(t *testing.T) {
 	vms := map[string]string{}
 	for name, s := range specs {
 		s.PoolID, s.HostID, s.CPUs, s.Memory = x.poolA, x.hostA1, 2, 2*xosim.GiB
+		s.IPs = []string{fmt.Sprintf("10.9.0.%d", len(vms)+1)}
 		vms[name] = x.AddVM(t, s)
 	}
 

@@ -110,9 +110,11 @@ inventory:
 	}
 	// lateNode adds a VM the inventory cannot see yet (its stream is down or stalled) and
 	// registers its Node: the webhook asks XO directly, into the fault.
+	late := 0
 	lateNode := func(name string) {
 		t.Helper()
-		vm := x.addVM(t, x.poolA, x.hostA1, name)
+		late++
+		vm := x.addVM(t, x.poolA, x.hostA1, name, fmt.Sprintf("10.1.1.%d", late))
 		create(testenv.KubeletNode(name, uuid(vm)))
 	}
 	fault := func(f xosim.Fault) func() {

@@ -186,11 +186,15 @@ func TestChartOnRealNode(t *testing.T) {
 		}
 		if first.Spec.ProviderID == "" && len(noEndpointTimes(apiLog, logStart)) > 0 {
 			t.Logf("the kubelet's CREATE was admitted unchanged: the API server found no endpoint of the webhook Service, whose Pods run on the deleted Node")
+			if !node.HasTaint(first.Spec.Taints, node.TaintUninitialized, corev1.TaintEffectNoSchedule) {
+				t.Error("the kubelet's Node, admitted unchanged, was stored without the uninitialized taint")
+			}
 		} else {
 			wantDescribedOn(t, first, e, e.realVM, e.realVMName, clusterNode)
-		}
-		if !node.HasTaint(first.Spec.Taints, node.TaintUninitialized, corev1.TaintEffectNoSchedule) {
-			t.Error("the kubelet's Node was stored without the uninitialized taint: the webhook must not lift it")
+			// Described completely (the VM's address, the kubelet's --node-ip): born complete.
+			if node.HasTaint(first.Spec.Taints, node.TaintUninitialized, "") || first.Annotations[node.AnnotationInitializedBy] != node.InitializedByWebhook {
+				t.Errorf("the kubelet's Node, described at CREATE, was not born complete: taints %v, annotations %v", first.Spec.Taints, first.Annotations)
+			}
 		}
 		waitFor(t, c.kubelet, 60*time.Second, "the real Node Ready and initialized", func(ctx context.Context) (bool, error) {
 			n, err := c.cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})

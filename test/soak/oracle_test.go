@@ -3,6 +3,7 @@ package soak_test
 import (
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -319,7 +320,8 @@ func (o *oracle) observe(old, n *corev1.Node) {
 			o.violate(2, fmt.Sprintf("Node %s: taint %s removed while the VM's tags kept it for the whole last %s", n.Name, t.ToString(), o.window), n, o.histDump(rec.vm))
 		}
 	}
-	// (3) the uninitialized taint lifted only once providerID and the required labels are set.
+	// (3) the uninitialized taint lifted only once providerID, the required labels and an IP
+	// address are set.
 	hadUninit := old == nil || node.HasTaint(old.Spec.Taints, node.TaintUninitialized, "")
 	if hadUninit && !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
 		var missing []string
@@ -337,6 +339,9 @@ func (o *oracle) observe(old, n *corev1.Node) {
 		}
 		if running && n.Labels[node.LabelZone] == "" {
 			missing = append(missing, node.LabelZone+" (the VM ran throughout)")
+		}
+		if !hasIP(n) {
+			missing = append(missing, "an IP address")
 		}
 		if len(missing) > 0 {
 			o.violate(3, fmt.Sprintf("Node %s: uninitialized taint lifted without %s", n.Name, strings.Join(missing, ", ")), old, n, o.histDump(rec.vm))
@@ -559,6 +564,16 @@ func (o *oracle) checkLate(bound time.Duration) {
 	}
 }
 
+// hasIP reports whether the Node has an InternalIP or ExternalIP that is an IP address.
+func hasIP(n *corev1.Node) bool {
+	for _, a := range n.Status.Addresses {
+		if (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) && net.ParseIP(a.Address) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func isReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -641,7 +656,10 @@ func (o *oracle) expectation(rec *nodeRec, n *corev1.Node, unique func(st vmStat
 	if !sameTaints(tagTaints, st.tagTaints) {
 		p = append(p, fmt.Sprintf("tag taints %v, want %v", tagTaints, st.tagTaints))
 	}
-	if node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
+	// Without an IP address the Node stays uninitialized: the kubelet gave none, and XO shows
+	// guest addresses only while the VM runs or is paused.
+	addressable := hasIP(n) || n.Annotations[node.AnnotationProvidedNodeIP] != "" || st.power == "Running" || st.power == "Paused"
+	if node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") && addressable {
 		p = append(p, "still uninitialized")
 	}
 	shutdown := node.HasTaint(n.Spec.Taints, node.TaintShutdown, "")

@@ -37,6 +37,7 @@ func TestOracle(t *testing.T) {
 			n.Labels[k] = v
 		}
 		n.Spec.Taints = n.Spec.Taints[1:] // the uninitialized taint is first
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
 		if mut != nil {
 			mut(n)
 		}
@@ -52,6 +53,9 @@ func TestOracle(t *testing.T) {
 		{"a tag label the VM has not", func(n *corev1.Node) { n.Labels["tag.k8s.xenorchestra/tier"] = "t1" }, "Node n1: label tag.k8s.xenorchestra/tier"},
 		{"untainted without providerID", func(n *corev1.Node) { n.Spec.ProviderID = "" }, "Node n1: uninitialized taint lifted without providerID"},
 		{"untainted without zone", func(n *corev1.Node) { delete(n.Labels, node.LabelZone) }, "Node n1: uninitialized taint lifted without topology.kubernetes.io/zone"},
+		{"untainted without an address", func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "n1"}}
+		}, "Node n1: uninitialized taint lifted without an IP address"},
 		{"another VM", func(n *corev1.Node) { n.Spec.ProviderID = node.FormatProviderID(pool, other) }, "Node n1 (registered by VM"},
 		{"foreign label touched", func(n *corev1.Node) { n.Labels[foreignLabelKey] = "x" }, "Node n1: foreign label"},
 		{"foreign taint removed", func(n *corev1.Node) { n.Spec.Taints = nil }, "Node n1: foreign taint"},

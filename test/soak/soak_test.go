@@ -38,8 +38,8 @@
 //     some moment of the last settleTime + 10 s (the stated tolerance: event delivery, caches,
 //     retries after an XO fault of up to 6 s), or the one XO still shows while its pool is
 //     away; the test's own labels and taints, and ignored and foreign Nodes, are never touched;
-//  3. the uninitialized taint goes only with providerID, region and instance type set (and the
-//     zone if the VM ran throughout the window);
+//  3. the uninitialized taint goes only with providerID, region, instance type and an IP
+//     address set (and the zone if the VM ran throughout the window);
 //  4. a providerID names the Node's own VM, in a pool that VM was in;
 //  5. at each quiet step (the end of the run, and every 10 minutes of a long one) every Node
 //     matches the truth within settleTime + 10 s of the last fault or change, and all along a

@@ -254,6 +254,7 @@ webhook-configuration: nothing (the chart's MutatingWebhookConfiguration)
 webhook-ca-duration: webhook.certificates.selfManaged.caDuration
 webhook-cert-duration: webhook.certificates.selfManaged.certDuration
 webhook-lookup-timeout: webhook.lookupTimeout
+webhook-initialize: webhook.initialize
 metrics-bind-address: metrics.enabled and metrics.port
 health-probe-bind-address: healthProbe.port
 leader-elect: nothing (leader election is always on, so that replicas never act at once)
