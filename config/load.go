@@ -296,8 +296,9 @@ const maxProblems = 100
 const maxValues = 10_000
 
 // decoder sets typed values from a YAML node tree, by their JSON key names, and leaves each
-// value's own decoding to yaml.v3 (Node.Decode). It walks the keys itself because yaml.v3's
-// strict mode (Decoder.KnownFields) does not give what an operator needs. Given
+// value's own decoding to yaml.v3 (Node.Decode). It walks the keys itself because the Kubernetes
+// libraries' strict decoding (sigs.k8s.io/yaml's YAML-to-JSON conversion, then
+// sigs.k8s.io/json.UnmarshalStrict) does not list every problem. Given
 //
 //	clusters:
 //	- url: https://xo
@@ -308,16 +309,17 @@ const maxValues = 10_000
 //	  url: https://xo3
 //	  requestTimeout: soon
 //
-// it answers "line 3: field tokne not found in type config.Cluster", "line 5: cannot unmarshal
-// !!int `5` into time.Duration" and "line 7: mapping key "url" already defined at line 6", and
-// nothing more: no key path (clusters[0].tokne), no "did you mean token?", a Go type for a
-// format, a value quoted in the message (a token under a misspelt key would be printed), the
-// problem on line 8 unlisted (a key given twice ends its decoding), and insecure: "yes" taken as
-// true (YAML 1.1's booleans), turning TLS verification off. This decoder reports every unknown
-// key (with a hint when it looks misspelt), key given twice and ill-typed value at its key path
-// and line, refuses a string where a boolean is wanted, and goes on.
-// TestLibraryStrictModeFallsShort checks these answers against the yaml.v3 in go.mod, so that an
-// upgrade that improves them shows.
+// the strict conversion answers only "line 7: key "url" already set in map" (a key given twice
+// ends it); without it, the last url wins silently and UnmarshalStrict answers only "cannot
+// unmarshal string into Go struct field Cluster.Config.clusters.insecure of type bool": the first
+// ill-typed value, at a Go path without the list index, and not the unknown key tokne, which it
+// reports, by its path clusters[0].tokne, only when no value is ill-typed. YAML 1.1, which
+// sigs.k8s.io/yaml speaks, also rewrites a string key's value when it looks like a number or a
+// boolean: the pool 010 becomes "8", the region no "false". This decoder reports every unknown key
+// (with a hint when it looks misspelt), key given twice and ill-typed value at its key path and
+// line, reads YAML 1.2 (010 is "010"; only true and false are booleans, so insecure: "yes" is
+// refused), and goes on. TestKubernetesStrictDecodingFallsShort checks these answers against the
+// libraries in go.mod, so that an upgrade that improves them shows.
 type decoder struct {
 	errs field.ErrorList
 	// set holds the paths of the keys set to something other than null.

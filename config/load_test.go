@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	yamlv3 "go.yaml.in/yaml/v3"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -1106,13 +1106,13 @@ func TestEffective(t *testing.T) {
 	}
 }
 
-// TestLibraryStrictModeFallsShort keeps the reason for config's own decoder (see decoder)
-// checked: it decodes the example in decoder's comment with yaml.v3's strict mode
-// (Decoder.KnownFields) and expects what that comment quotes. If it fails, the library has
-// changed how it reports: see whether its strict mode now gives key paths, every problem and
-// values unquoted, and whether the decoder can go.
-func TestLibraryStrictModeFallsShort(t *testing.T) {
-	const file = `clusters:
+// TestKubernetesStrictDecodingFallsShort keeps the reason for config's own key walk (see
+// decoder) checked: it gives the Kubernetes libraries' strict decoding, sigs.k8s.io/yaml's
+// YAML-to-JSON conversion and then sigs.k8s.io/json.UnmarshalStrict, the example in decoder's
+// comment and expects what that comment quotes. If it fails, a library has changed how it
+// reports: see whether it now lists every problem by path, and whether the walk can go.
+func TestKubernetesStrictDecodingFallsShort(t *testing.T) {
+	const example = `clusters:
 - url: https://xo
   tokne: ` + testToken + `
   insecure: "yes"
@@ -1121,31 +1121,41 @@ func TestLibraryStrictModeFallsShort(t *testing.T) {
   url: https://xo3
   requestTimeout: soon
 `
-	// Named as config's own, so that the library's messages name the type as the comment does.
-	type Cluster struct {
-		URL            string        `yaml:"url"`
-		Token          string        `yaml:"token"`
-		Insecure       bool          `yaml:"insecure"`
-		RequestTimeout time.Duration `yaml:"requestTimeout"`
+	// What they do well: every unknown key, by its path, when nothing else is wrong.
+	strict, err := kjson.UnmarshalStrict([]byte(`{"clusters": [{"url": "https://xo", "tokne": "x"}, {"pasword": "y"}], "inventori": {}}`), &file{})
+	var paths []string
+	for _, e := range strict {
+		paths = append(paths, e.(kjson.FieldError).FieldPath())
 	}
-	var doc struct {
-		Clusters []Cluster `yaml:"clusters"`
+	if err != nil || !slices.Equal(paths, []string{"clusters[0].tokne", "clusters[1].pasword", "inventori"}) {
+		t.Errorf("unknown keys only: %v, %v", paths, err)
 	}
-	dec := yamlv3.NewDecoder(strings.NewReader(file))
-	dec.KnownFields(true)
-	var te *yamlv3.TypeError
-	if err := dec.Decode(&doc); !errors.As(err, &te) {
-		t.Fatalf("strict decoding: %v, want a *yaml.TypeError", err)
+
+	// A key given twice ends sigs.k8s.io/yaml's strict conversion: nothing else is reported.
+	_, err = yaml.YAMLToJSONStrict([]byte(example))
+	if want := "yaml: unmarshal errors:\n  line 7: key \"url\" already set in map"; err == nil || err.Error() != want {
+		t.Errorf("YAMLToJSONStrict: %v, was %q", err, want)
 	}
-	want := []string{
-		"line 3: field tokne not found in type config.Cluster",
-		"line 5: cannot unmarshal !!int `5` into time.Duration",
-		`line 7: mapping key "url" already defined at line 6`,
+	// Its lenient conversion keeps the last url; then sigs.k8s.io/json reports the first ill-typed
+	// value only, at a Go path without the list index, and drops the unknown key it found.
+	j, err := yaml.YAMLToJSON([]byte(example))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Equal(te.Errors, want) {
-		t.Errorf("yaml.v3's strict mode now reports %q, was %q: revisit decoder", te.Errors, want)
+	strict, err = kjson.UnmarshalStrict(j, &file{})
+	const first = "json: cannot unmarshal string into Go struct field Cluster.Config.clusters.insecure of type bool"
+	if len(strict) != 0 || err == nil || err.Error() != first {
+		t.Errorf("UnmarshalStrict: %v, %v, was no strict error and %q", strict, err, first)
 	}
-	if len(doc.Clusters) == 0 || !doc.Clusters[0].Insecure {
-		t.Errorf(`yaml.v3 no longer decodes insecure: "yes" as true: revisit decoder's bool check`)
+
+	// YAML 1.1, which sigs.k8s.io/yaml speaks, rewrites what looks like a number or a boolean
+	// even for a string key: the pool "010" becomes "8", the region "no" becomes "false", the
+	// token 0123456 becomes 42798; and insecure: yes is true.
+	var c Cluster
+	if err := yaml.Unmarshal([]byte("pools: [\"010\", 010]\nregion: no\ntoken: 0123456\ninsecure: yes\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Pools, []string{"010", "8"}) || c.Region != "false" || c.Token.Reveal() != "42798" || !c.Insecure {
+		t.Errorf("sigs.k8s.io/yaml no longer rewrites YAML 1.1 scalars: %+v: revisit decoder", c)
 	}
 }
