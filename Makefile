@@ -60,6 +60,10 @@ soak: testbin ## Run the chaos soak of test/soak: SEED (default: random, printed
 	KUBEBUILDER_ASSETS="$$(hack/testbin.sh --path)" $(GOTEST_ENV) SOAK_SEED=$$seed SOAK_DURATION=$(or $(DURATION),60m) \
 		go -C test test -count=1 -timeout 0 -run '^TestSoak$$' -v ./soak/
 
+.PHONY: generate
+generate: ## Write what the chart takes from the code: values.schema.json's config part, binary-flags.yaml (test/chartgen).
+	go -C test run ./chartgen -root $(CURDIR)
+
 .PHONY: fmt
 fmt: ## gofmt every Go file.
 	gofmt -s -w $$(git ls-files '*.go')
@@ -69,13 +73,23 @@ vet: ## go vet on both modules, compiling as make test does.
 	$(GOTEST_ENV) go vet ./...
 	$(GOTEST_ENV) go -C test vet ./...
 
-$(BIN)/golangci-lint:
-	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+# LINT_DIR caches the pinned golangci-lint, built once per version from the Go module proxy (2 to
+# 3 minutes cold), beside hack/testbin.sh's binaries: a fresh checkout, CI's included, reuses it.
+LINT_DIR    := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xenorchestra-ccm/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
+# Phony, so that a version bump relinks bin/golangci-lint; with the cache filled it only relinks.
+# Named both ways, so that `make bin/golangci-lint` works too.
+.PHONY: $(BIN)/golangci-lint bin/golangci-lint
+$(BIN)/golangci-lint bin/golangci-lint:
+	@test -x $(LINT_DIR)/golangci-lint || GOBIN=$(LINT_DIR) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mkdir -p $(BIN) && ln -sf $(LINT_DIR)/golangci-lint $(BIN)/golangci-lint
+
+# lint compiles as make vet and make test do, so that after make vet it reuses their compiled
+# packages (52 s and 48 s for the two modules, against 4 minutes with its own flags, cold).
 .PHONY: lint
-lint: $(BIN)/golangci-lint ## Run golangci-lint (pinned under ./bin).
-	$(BIN)/golangci-lint run ./...
-	cd test && $(BIN)/golangci-lint run ./...
+lint: $(BIN)/golangci-lint ## Run the pinned golangci-lint on both modules (built once into ~/.cache).
+	$(GOTEST_ENV) $(BIN)/golangci-lint run ./...
+	cd test && $(GOTEST_ENV) $(BIN)/golangci-lint run ./...
 
 .PHONY: demo
 demo: ## Run the whole controller on a local control plane and the XO simulator, and show what it does.
