@@ -5,7 +5,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/config"
 )
 
 // schemaNode is the part of a JSON schema these tests read.
@@ -187,66 +185,6 @@ func backticked(s string) []string {
 	}
 }
 
-// TestConfigSchemaMatchesConfigPackage checks that the schema of .Values.config has exactly the
-// keys the binary's config file has, at every level: config.Config's, plus the single-server
-// form's (config.Cluster's at the top level), with clusters[] holding config.Cluster's.
-func TestConfigSchemaMatchesConfigPackage(t *testing.T) {
-	got := map[string]bool{}
-	var walk func(prefix string, s *schemaNode)
-	walk = func(prefix string, s *schemaNode) {
-		for k, sub := range s.Properties {
-			got[prefix+k] = true
-			walk(prefix+k+".", sub)
-			if sub.Items != nil {
-				walk(prefix+k+"[].", sub.Items)
-			}
-		}
-	}
-	walk("", loadSchema(t).Properties["config"])
-
-	want := map[string]bool{}
-	var fields func(prefix string, typ reflect.Type)
-	fields = func(prefix string, typ reflect.Type) {
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			want[prefix+name] = true
-			switch {
-			case f.Type.Kind() == reflect.Struct:
-				fields(prefix+name+".", f.Type)
-			case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
-				fields(prefix+name+"[].", f.Type.Elem())
-			}
-		}
-	}
-	fields("", reflect.TypeFor[config.Config]())
-	fields("", reflect.TypeFor[config.Cluster]())
-	// In the clusters list form the chart takes tokens from Secrets only: tokenSecretRef is the
-	// chart's own key (rendered as tokenFile), token is not accepted there.
-	for _, k := range []string{"clusters[].tokenSecretRef", "clusters[].tokenSecretRef.name", "clusters[].tokenSecretRef.key"} {
-		want[k] = true
-	}
-	// Keys the schema lets through so that the chart can refuse them with a message saying what
-	// to do (TestRefusalsSayWhatToDo): the schema's own refusal would only say "not allowed".
-	for _, k := range []string{"tokenSecretRef", "clientTimeout", "username", "password"} {
-		want[k] = true
-	}
-
-	for k := range want {
-		if !got[k] {
-			t.Errorf("config key %s is missing from values.schema.json config", k)
-		}
-	}
-	for k := range got {
-		if !want[k] {
-			t.Errorf("values.schema.json config.%s is not a config key", k)
-		}
-	}
-}
-
 // TestSchemaEnumsMatchCode checks the schema's lists of names against the code that reads them.
 func TestSchemaEnumsMatchCode(t *testing.T) {
 	schema := loadSchema(t)
@@ -303,17 +241,17 @@ func TestCIValuesExercisedKeys(t *testing.T) {
 	}
 }
 
-// helperList returns the names a define block of _helpers.tpl lists, one per line as "- name"
+// helperList returns the names a define block of _validate.tpl lists, one per line as "- name"
 // or "name: ...".
 func helperList(t *testing.T, define string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(chartDir, "templates", "_helpers.tpl"))
+	b, err := os.ReadFile(filepath.Join(chartDir, "templates", "_validate.tpl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, body, ok := strings.Cut(string(b), `{{- define "`+define+`" -}}`)
 	if !ok {
-		t.Fatalf("_helpers.tpl has no define %q", define)
+		t.Fatalf("_validate.tpl has no define %q", define)
 	}
 	body, _, _ = strings.Cut(body, "{{- end -}}")
 	var out []string
@@ -326,8 +264,9 @@ func helperList(t *testing.T, define string) []string {
 
 // TestExtraArgsMatchBinaryFlags passes each of the binary's flags through extraArgs: a flag the
 // chart sets must be refused (the binary would silently keep the last of the two), --check-config
-// too (the pod would exit at once), any other must reach the binary. The chart's lists of
-// upstream and passed flags are checked against the binary's flags the other way.
+// too (the pod would exit at once), any other must reach the binary (binary-flags.yaml, generated
+// from the binary's flags, lets them through). The chart's lists of chart-set and upstream flags
+// are checked against the binary's flags the other way.
 func TestExtraArgsMatchBinaryFlags(t *testing.T) {
 	o := app.NewOptions()
 	fs := flag.NewFlagSet(chartName, flag.ContinueOnError)
@@ -385,11 +324,6 @@ func TestExtraArgsMatchBinaryFlags(t *testing.T) {
 	for _, name := range helperList(t, "xoccm.chartFlags") {
 		if !isFlag(name) {
 			t.Errorf("xoccm.chartFlags lists %s, which is not a flag of the binary", name)
-		}
-	}
-	for _, name := range helperList(t, "xoccm.passFlags") {
-		if !isFlag(name) {
-			t.Errorf("xoccm.passFlags lists %s, which is not a flag of the binary", name)
 		}
 	}
 	for _, name := range helperList(t, "xoccm.upstreamFlags") {

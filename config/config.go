@@ -84,31 +84,31 @@ type Config struct {
 
 // Cluster is one XO server.
 type Cluster struct {
-	// Name identifies the server in metrics (label server) and logs; unique. Load sets it to
-	// the URL's host[:port] when empty.
+	// Name identifies the server in metrics (label server) and logs; unique. Default: the
+	// URL's host[:port] (Load sets it).
 	Name string `json:"name"`
 	// Enabled false switches the entry off without deleting it (XO down for maintenance): the
 	// controller neither connects to it nor waits for it, as for a server entry disabled in XO,
-	// which does not count either. Its keys are validated all the same. nil is true (see
-	// IsEnabled); at least one entry is enabled. A key of clusters entries only.
+	// which does not count either. Its keys are validated all the same. Default (nil) true, see
+	// IsEnabled; at least one entry is enabled. false is refused in the single-server form.
 	Enabled *bool `json:"enabled,omitempty"`
-	// URL is XO's base URL, http or https, with a lower-case scheme and host and without a
-	// trailing slash; a base path (XO behind a reverse proxy) is kept. The client appends
-	// /rest/v0.
-	URL string `json:"url"`
-	// Insecure disables verification of XO's TLS certificate. Warnings reports it.
+	// URL is XO's base URL, http or https; a base path (XO behind a reverse proxy) is kept, a
+	// trailing slash removed, the scheme and host lower-cased. The client appends /rest/v0.
+	URL string `json:"url" jsonschema:"pattern=^[Hh][Tt][Tt][Pp][Ss]?://"`
+	// Insecure disables verification of XO's TLS certificate, with a warning at start-up
+	// (Warnings).
 	Insecure bool `json:"insecure"`
-	// Token is the XO authentication token in effect: from the file's token, the file named
-	// by TokenFile, or XOA_TOKEN (single-server form only).
+	// Token is the XO authentication token: the file's token, or what the file named by
+	// tokenFile holds, or XOA_TOKEN (single-server form only). Never printed.
 	Token Secret `json:"token,omitempty"`
-	// TokenFile is the file the token was read from, if any (resolved against the config
-	// file's directory). Load reads it once; its content is trimmed of surrounding space.
+	// TokenFile is a file holding the token, read once at start-up (Load) and trimmed of
+	// surrounding space; a relative path is resolved against the config file's directory.
 	TokenFile string `json:"tokenFile,omitempty"`
 	// CAFile is a PEM bundle of CA certificates trusted for XO in addition to the system
-	// roots (resolved against the config file's directory). At most one of CAFile and
-	// CABundle is set. Validated even when Insecure is set (then unused).
+	// roots (resolved against the config file's directory). At most one of caFile and
+	// caBundle is set. Validated even when insecure is true (then unused).
 	CAFile string `json:"caFile,omitempty"`
-	// CABundle is the same as CAFile, inline.
+	// CABundle is the same as CAFile, inline (PEM text).
 	CABundle string `json:"caBundle,omitempty"`
 	// RequestTimeout bounds each XO request. 1s to 5m; the top-level requestTimeout, itself
 	// 10s by default, is the default of every entry.
@@ -117,7 +117,7 @@ type Cluster struct {
 	// listTimeout, itself 2m by default, is the default of every entry.
 	ListTimeout time.Duration `json:"listTimeout"`
 	// Region is the topology.kubernetes.io/region value of this server's Nodes when
-	// Topology.Region is RegionServer; a valid label value.
+	// topology.region is "server" (RegionServer); a valid label value.
 	Region string `json:"region,omitempty"`
 	// Pools, when not empty, limits the server to the pools hosting Nodes: pool uuids or pool
 	// names (exact, case-sensitive). A pool is in at most one server's scope.
@@ -172,9 +172,11 @@ type Lifecycle struct {
 
 // Topology chooses the topology.kubernetes.io label values.
 type Topology struct {
-	// Region is RegionPoolID (default), RegionPoolName or RegionServer.
+	// Region is what topology.kubernetes.io/region holds: the pool's uuid (RegionPoolID, the
+	// default), its name (RegionPoolName) or the XO server's region (RegionServer).
 	Region string `json:"region"`
-	// Zone is ZoneHostID (default) or ZoneHostName.
+	// Zone is what topology.kubernetes.io/zone holds: the host's uuid (ZoneHostID, the default)
+	// or its name (ZoneHostName).
 	Zone string `json:"zone"`
 }
 

@@ -77,6 +77,10 @@ type file struct {
 // requestTimeout and listTimeout are not among them: in both forms they are the defaults.
 var singleKeys = []string{"enabled", "name", "url", "insecure", "token", "tokenFile", "caFile", "caBundle", "region", "pools"}
 
+// SingleServerKeys returns the top-level keys of the single-server form, refused beside clusters
+// (the chart's values schema is generated from it).
+func SingleServerKeys() []string { return slices.Clone(singleKeys) }
+
 // load is Load without the file system, so that tests and the fuzzer control every read.
 // dir resolves relative tokenFile and caFile paths ("" leaves them relative).
 func load(data []byte, dir string, env func(string) string, readFile func(string) ([]byte, error)) (*Config, error) {

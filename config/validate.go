@@ -45,6 +45,12 @@ var (
 	topologyZones   = []string{ZoneHostID, ZoneHostName}
 )
 
+// TopologyRegions returns the values Topology.Region accepts.
+func TopologyRegions() []string { return slices.Clone(topologyRegions) }
+
+// TopologyZones returns the values Topology.Zone accepts.
+func TopologyZones() []string { return slices.Clone(topologyZones) }
+
 // Validate checks c and returns every problem, a utilerrors.Aggregate of *field.Error, or
 // nil. It reads each CAFile to check it holds certificates. It does not read TokenFile: Load
 // does, into Token.
