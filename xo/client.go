@@ -36,7 +36,9 @@ type Options struct {
 	// ListTimeout bounds a whole streamed list, retries included. Default 2m.
 	ListTimeout time.Duration
 	// Retries is how many times an idempotent read is retried after a network error, a 429 or
-	// a 5xx (never after another 4xx). Default 3; negative disables retries.
+	// a 5xx (never after another 4xx), within the request's timeout: the transport's retries,
+	// below the controllers' per-Node ones (controllers/common.Retries). Default 3; negative
+	// disables them.
 	Retries int
 	// RetryWait is the wait before the first retry; each next wait doubles, up to 10 times
 	// RetryWait, drawn at random from its upper half so that replicas do not retry in step.

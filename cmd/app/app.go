@@ -190,7 +190,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		case lifecycle.Name:
 			setup = lifecycle.New(c, estate, recorder, clk, lifecycle.Options{OutOfServiceTaint: cfg.Lifecycle.OutOfServiceTaint, Ignore: ignore, Workers: o.Workers})
 		case labelsync.Name:
-			setup = labelsync.New(c, estate, recorder, labelsync.Options{Labels: labels, Ignore: ignore, Workers: o.Workers})
+			setup = labelsync.New(c, estate, recorder, clk, labelsync.Options{Labels: labels, Ignore: ignore, Workers: o.Workers})
 		}
 		if err := setup.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up controller %s: %w", name, err)

@@ -36,7 +36,7 @@ func TestAddressPatchLocksAddressesOnly(t *testing.T) {
 	read := f.Get(name)
 	xoVM := f.Estate.View().VM(vm)
 
-	testenv.Reconcile(f.Ctx, t, labelsync.New(env.Client, f.Estate, f.Rec, labelsync.Options{}), name)
+	testenv.Reconcile(f.Ctx, t, labelsync.New(env.Client, f.Estate, f.Rec, clock.RealClock{}, labelsync.Options{}), name)
 	labelled := f.Get(name)
 	if labelled.ResourceVersion == read.ResourceVersion || labelled.Annotations[node.AnnotationManagedLabels] == "" {
 		t.Fatal("label-sync did not patch the Node")
@@ -96,7 +96,7 @@ func TestNoAddressWriteFromACacheBehind(t *testing.T) {
 		InstanceType: "2vCPU-4GB", MainIP: "10.0.21.5",
 	})))
 	read := f.Get(name)
-	testenv.Reconcile(f.Ctx, t, labelsync.New(env.Client, f.Estate, f.Rec, labelsync.Options{}), name)
+	testenv.Reconcile(f.Ctx, t, labelsync.New(env.Client, f.Estate, f.Rec, clock.RealClock{}, labelsync.Options{}), name)
 	labelled := f.Get(name)
 
 	// The cache: the version read before both patches, until the test moves it on.

@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,9 +38,9 @@ import (
 // Name is the controller's name, as selected with --controllers.
 const Name = "cloud-node"
 
-// backoffMax is the longest wait before looking again at a Node that cannot be initialized
-// yet (common.NewNotYetBackoff).
-const backoffMax = 5 * time.Minute
+// notYetMax is the longest wait before looking again at a Node that cannot be initialized yet
+// (common.Retries).
+const notYetMax = 5 * time.Minute
 
 // Options are the controller's settings.
 type Options struct {
@@ -63,20 +62,18 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	opts     Options
 
-	// backoff spaces the retries of a Node that cannot be initialized yet.
-	backoff workqueue.TypedRateLimiter[string]
-	// retry spaces the retries after conflicts.
-	retry workqueue.TypedRateLimiter[string]
+	// retries spaces the looks at a Node that cannot be initialized yet, and after a failed
+	// write.
+	retries *common.Retries
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
 }
 
-// New returns the cloud-node Reconciler.
+// New returns the cloud-node Reconciler. clk times its events and its initialization durations.
 func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	return &Reconciler{
 		client: c, estate: estate, recorder: eventRecorder{nodeevents.New(recorder, Name, clk)}, clock: clk, opts: o,
-		backoff: common.NewNotYetBackoff(backoffMax),
-		retry:   common.NewConflictBackoff(),
+		retries: common.NewRetries(common.NotYetBase, notYetMax),
 	}
 }
 
@@ -133,7 +130,7 @@ func relevantChange() predicate.Predicate {
 
 // Reconcile initializes an uninitialized Node and keeps the addresses of an XO Node current.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.forget)
+	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.retries)
 	if n == nil {
 		return opened, err
 	}
@@ -146,19 +143,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			countAttempt(resultNotSynced)
 		}
 		logger.V(1).Info("Waiting for the XO inventory to sync")
-		return ctrl.Result{RequeueAfter: r.backoff.When(n.Name)}, nil
+		return ctrl.Result{RequeueAfter: r.retries.NotYet(n.Name)}, nil
 	}
 	if uninitialized {
 		return r.initialize(ctx, n, logger)
 	}
 	return r.syncAddresses(ctx, n, logger)
-}
-
-// forget drops the state of a Node that is gone or no longer this controller's.
-func (r *Reconciler) forget(name string) {
-	r.backoff.Forget(name)
-	r.retry.Forget(name)
-	r.written.Forget(name)
 }
 
 // syncAddresses keeps status.addresses of an initialized XO Node current, from the inventory
@@ -177,12 +167,9 @@ func (r *Reconciler) syncAddresses(ctx context.Context, n *corev1.Node, logger l
 	}
 	_, changed, err := r.patchAddresses(ctx, n, res.VM)
 	if err != nil {
-		return r.apiError(n, logger, err, "")
+		return r.apiError(ctx, n, err, "")
 	}
-	// Not forget: written must keep this write until the cache shows it, or the next trigger
-	// (an XO change, a requeue) reads the version it replaced and writes the addresses again.
-	r.backoff.Forget(n.Name)
-	r.retry.Forget(n.Name)
+	r.retries.Forget(n.Name)
 	if changed {
 		r.recorder.addressesUpdated(n, res.VM)
 		logger.V(1).Info("Node addresses updated", "vm", res.VM.ID, "pool", res.VM.PoolID)
@@ -226,11 +213,12 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 		return r.notResolved(n, logger, "XO did not report the VM's uuid and pool")
 	}
 	logger = logger.WithValues("vm", vm.ID, "pool", vm.PoolID)
+	ctx = log.IntoContext(ctx, logger)
 
 	// Addresses first, through the status subresource, so the taint never goes before them.
 	cur, _, err := r.patchAddresses(ctx, n, vm)
 	if err != nil {
-		return r.apiError(n, logger, err, resultAPIError)
+		return r.apiError(ctx, n, err, resultAPIError)
 	}
 
 	after := cur.DeepCopy()
@@ -239,7 +227,7 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 	missing, lifted := node.Initialize(after, vm, node.InitializedByController)
 	if desc.Changed || lifted {
 		if err := r.written.Patch(ctx, r.client, cur, after); err != nil {
-			return r.apiError(n, logger, fmt.Errorf("patch node %s: %w", n.Name, err), resultAPIError)
+			return r.apiError(ctx, n, fmt.Errorf("patch node %s: %w", n.Name, err), resultAPIError)
 		}
 		for _, rej := range desc.Rejected {
 			labelRejectionsTotal.WithLabelValues(rej.Kind, string(rej.Reason)).Inc()
@@ -250,15 +238,14 @@ func (r *Reconciler) initialize(ctx context.Context, n *corev1.Node, logger logr
 			r.recorder.labelConflict(after, k)
 		}
 	}
-	r.retry.Forget(n.Name)
 
 	if len(missing) > 0 {
 		countAttempt(resultIncomplete)
 		r.recorder.initializationIncomplete(after, missing)
 		logger.Info("Node not initialized: required fields missing", "missing", strings.Join(missing, ","))
-		return ctrl.Result{RequeueAfter: r.backoff.When(n.Name)}, nil
+		return ctrl.Result{RequeueAfter: r.retries.NotYet(n.Name)}, nil
 	}
-	r.backoff.Forget(n.Name)
+	r.retries.Forget(n.Name)
 	var took time.Duration
 	if !n.CreationTimestamp.IsZero() {
 		took = r.clock.Since(n.CreationTimestamp.Time)
@@ -281,7 +268,7 @@ func kindOf(k string) string {
 func (r *Reconciler) notResolved(n *corev1.Node, logger logr.Logger, why string) (ctrl.Result, error) {
 	countAttempt(resultNotResolved)
 	r.recorder.vmNotResolved(n, why)
-	after := r.backoff.When(n.Name)
+	after := r.retries.NotYet(n.Name)
 	logger.Info("VM not resolved; Node stays uninitialized", "reason", why, "retryIn", after)
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -290,30 +277,22 @@ func (r *Reconciler) notResolved(n *corev1.Node, logger logr.Logger, why string)
 func (r *Reconciler) xoError(n *corev1.Node, logger logr.Logger, err error) (ctrl.Result, error) {
 	countAttempt(resultXOError)
 	r.recorder.xoUnavailable(n, err)
-	after := r.backoff.When(n.Name)
+	after := r.retries.NotYet(n.Name)
 	logger.Error(err, "XO unavailable; Node stays uninitialized", "retryIn", after)
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-// apiError handles a failed write: a conflict or a vanished Node is retried quietly, anything
-// else goes back to the workqueue's rate limiter as an error. result, when set, is counted as
-// an initialization result.
-func (r *Reconciler) apiError(n *corev1.Node, logger logr.Logger, err error, result string) (ctrl.Result, error) {
+// apiError handles a failed write as common.Retries does. result, when set, is counted as an
+// initialization result (a conflict as one; a Node deleted meanwhile as none).
+func (r *Reconciler) apiError(ctx context.Context, n *corev1.Node, err error, result string) (ctrl.Result, error) {
 	switch {
-	case apierrors.IsNotFound(err):
-		r.forget(n.Name)
-		return ctrl.Result{}, nil
+	case result == "", apierrors.IsNotFound(err):
 	case apierrors.IsConflict(err):
-		if result != "" {
-			countAttempt(resultConflict)
-		}
-		logger.V(1).Info("Node changed meanwhile; retrying")
-		return ctrl.Result{RequeueAfter: r.retry.When(n.Name)}, nil
-	}
-	if result != "" {
+		countAttempt(resultConflict)
+	default:
 		countAttempt(result)
 	}
-	return ctrl.Result{}, err
+	return r.retries.HandleWriteError(ctx, n.Name, err)
 }
 
 // resultOf is the metric result of a failed write.

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -499,7 +498,7 @@ type faultCase struct {
 // addresses; once the fault clears, the new Node is initialized.
 func runFault(t *testing.T, fc faultCase) {
 	f := newFixture(t, false)
-	f.r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond)
+	f.r.retries = common.NewRetries(time.Millisecond, 10*time.Millisecond)
 
 	oldName := nodeName(t)
 	oldVM := f.AddVM(xosim.VMSpec{NameLabel: oldName, IPs: []string{"10.0.7.5"}})
@@ -678,7 +677,7 @@ func TestManagerChangeSource(t *testing.T) {
 	}
 	r := f.newReconciler(mgr.GetClient(), node.LabelOptions{})
 	// Retries are an hour away: only the change source can bring the Node back in time.
-	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Hour, time.Hour)
+	r.retries = common.NewRetries(time.Hour, time.Hour)
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

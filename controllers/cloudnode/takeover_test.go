@@ -85,7 +85,7 @@ func TestTakeoverFromUpstreamV110(t *testing.T) {
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		New(c, f.Estate, f.Rec, clock.RealClock{}, Options{Workers: workers}),
 		lifecycle.New(c, f.Estate, f.Rec, clock.RealClock{}, lifecycle.Options{Workers: workers}),
-		labelsync.New(c, f.Estate, f.Rec, labelsync.Options{Workers: workers}),
+		labelsync.New(c, f.Estate, f.Rec, clock.RealClock{}, labelsync.Options{Workers: workers}),
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)

@@ -24,24 +24,21 @@ func IsReady(n *corev1.Node) bool {
 // OpenNode opens a reconcile of the Node name, as the three controllers do: it reads the
 // Node from the cache, read only (client.UnsafeDisableDeepCopy: every change is made on a copy;
 // a copy at every look would be 2 KB of garbage per Node and controller at each wave over all
-// Nodes). A Node that is gone, being deleted or not wanted has forget called and needs nothing
-// more; a Node the cache shows older than the controller's own last write is looked at again
-// shortly (OwnWrites). In those cases, and on a read error, n is nil and the reconcile returns
-// res and err.
-func OpenNode(ctx context.Context, c client.Reader, name string, wants func(*corev1.Node) bool, written *OwnWrites, forget func(string)) (n *corev1.Node, res ctrl.Result, err error) {
+// Nodes). A Node that is gone, being deleted or not wanted has its retries and own writes
+// forgotten and needs nothing more; a Node the cache shows older than the controller's own last
+// write is looked at again shortly (OwnWrites). In those cases, and on a read error, n is nil
+// and the reconcile returns res and err.
+func OpenNode(ctx context.Context, c client.Reader, name string, wants func(*corev1.Node) bool, written *OwnWrites, retries *Retries) (n *corev1.Node, res ctrl.Result, err error) {
 	var node corev1.Node
-	if err := c.Get(ctx, types.NamespacedName{Name: name}, &node, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			forget(name)
-			return nil, ctrl.Result{}, nil
-		}
-		return nil, ctrl.Result{}, fmt.Errorf("get node %s: %w", name, err)
-	}
-	if !node.DeletionTimestamp.IsZero() || !wants(&node) {
-		forget(name)
+	err = c.Get(ctx, types.NamespacedName{Name: name}, &node, client.UnsafeDisableDeepCopy)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && (!node.DeletionTimestamp.IsZero() || !wants(&node)):
+		retries.Forget(name)
+		written.Forget(name)
 		return nil, ctrl.Result{}, nil
-	}
-	if written.Behind(&node) {
+	case err != nil:
+		return nil, ctrl.Result{}, fmt.Errorf("get node %s: %w", name, err)
+	case written.Behind(&node):
 		return nil, ctrl.Result{RequeueAfter: CacheCatchUp}, nil
 	}
 	return &node, ctrl.Result{}, nil

@@ -44,7 +44,7 @@ func newControllers(c client.Client, estate *inventory.Estate, rec events.EventR
 	return controllers{
 		cloudNode: cloudnode.New(c, estate, rec, clk, cloudnode.Options{Labels: labels, Ignore: ignore, Workers: 4}),
 		lifecycle: lifecycle.New(c, estate, rec, clk, lifecycle.Options{OutOfServiceTaint: true, Ignore: ignore, Workers: 4}),
-		labelSync: labelsync.New(c, estate, rec, labelsync.Options{Labels: labels, Ignore: ignore, Workers: 4}),
+		labelSync: labelsync.New(c, estate, rec, clk, labelsync.Options{Labels: labels, Ignore: ignore, Workers: 4}),
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -58,24 +58,19 @@ type Reconciler struct {
 	estate *inventory.Estate
 	events *nodeevents.Recorder
 	opts   Options
+	// retries spaces the looks at a Node after a failed write (a VM missing from the inventory
+	// is not retried: its arrival is an inventory change).
+	retries *common.Retries
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
-	// conflict spaces the retries after optimistic-lock conflicts.
-	conflict workqueue.TypedRateLimiter[string]
 }
 
-// New returns the controller.
-func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, o Options) *Reconciler {
+// New returns the controller. clk times its events.
+func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
 	}
-	return &Reconciler{client: c, estate: estate, events: nodeevents.New(recorder, Name, nil), opts: o, conflict: common.NewConflictBackoff()}
-}
-
-// forget drops the state of a Node that is gone or no longer this controller's.
-func (r *Reconciler) forget(name string) {
-	r.written.Forget(name)
-	r.conflict.Forget(name)
+	return &Reconciler{client: c, estate: estate, events: nodeevents.New(recorder, Name, clk), opts: o, retries: common.NewRetries(common.NotYetBase, o.ResyncPeriod)}
 }
 
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of labels,
@@ -112,7 +107,7 @@ var nodeChanged = predicate.Funcs{
 // vouch for the VM, labels may be added or updated but none removed (node.Describe).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
-	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.forget)
+	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.retries)
 	if n == nil {
 		return opened, err
 	}
@@ -132,13 +127,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if err := r.written.Patch(ctx, r.client, n, after); err != nil {
-		if common.Retryable(err) {
-			logger.V(1).Info("Node changed meanwhile; retrying")
-			return ctrl.Result{RequeueAfter: r.conflict.When(n.Name)}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("patch labels of node %s: %w", n.Name, err)
+		return r.retries.HandleWriteError(ctx, n.Name, fmt.Errorf("patch labels of node %s: %w", n.Name, err))
 	}
-	r.conflict.Forget(n.Name)
+	r.retries.Forget(n.Name)
 	patches.Inc()
 	logger.V(1).Info("Node labels synced")
 	r.announce(n, after)

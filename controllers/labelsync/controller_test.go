@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/clock"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -537,7 +539,7 @@ func TestManagerMigrationThroughEvents(t *testing.T) {
 	if err := common.SetupIndexes(f.Ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := New(mgr.GetClient(), f.Estate, f.Rec, f.opts).SetupWithManager(mgr); err != nil {
+	if err := New(mgr.GetClient(), f.Estate, f.Rec, clock.RealClock{}, f.opts).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	testenv.RunManager(f.Ctx, t, mgr)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -38,7 +40,7 @@ func newFixture(t *testing.T, o testenv.FixtureOptions) *fixture {
 			TagTaintPrefixes: []string{"example.com/"},
 		},
 	}
-	f.r = New(env.Client, f.Estate, f.Rec, f.opts)
+	f.r = New(env.Client, f.Estate, f.Rec, clock.RealClock{}, f.opts)
 	return f
 }
 
@@ -46,7 +48,7 @@ func newFixture(t *testing.T, o testenv.FixtureOptions) *fixture {
 // another configuration would.
 func (f *fixture) setLabelOptions(o node.LabelOptions) {
 	f.opts.Labels = o
-	f.r = New(env.Client, f.Estate, f.Rec, f.opts)
+	f.r = New(env.Client, f.Estate, f.Rec, clock.RealClock{}, f.opts)
 }
 
 // reconcile runs one Reconcile of the Node.

@@ -30,7 +30,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,14 +80,14 @@ type Reconciler struct {
 	events *nodeevents.Recorder
 	clock  clock.PassiveClock
 	opts   Options
-	// retry spaces the looks at a Node whose deletion was refused or whose write failed, up
-	// to the resync period; conflict the retries after optimistic-lock conflicts.
-	retry, conflict workqueue.TypedRateLimiter[string]
+	// retries spaces the looks at a Node whose deletion was refused, up to the resync period,
+	// and after a failed write.
+	retries *common.Retries
 	// written keeps it from writing from a cache that has not seen its last write.
 	written common.OwnWrites
 }
 
-// New returns the controller.
+// New returns the controller. clk times its events and the out-of-service taint.
 func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = DefaultResyncPeriod
@@ -97,7 +96,7 @@ func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorde
 		o.XOTimeout = DefaultXOTimeout
 	}
 	return &Reconciler{client: c, estate: estate, events: nodeevents.New(recorder, Name, clk), clock: clk, opts: o,
-		retry: common.NewNotYetBackoff(o.ResyncPeriod), conflict: common.NewConflictBackoff()}
+		retries: common.NewRetries(common.NotYetBase, o.ResyncPeriod)}
 }
 
 // SetupWithManager registers the controller: it watches Nodes (creation, and changes of
@@ -131,33 +130,15 @@ var nodeChanged = predicate.Funcs{
 
 // done forgets the Node's failures; the periodic look (common.ResyncSource) comes back to it.
 func (r *Reconciler) done(name string) ctrl.Result {
-	r.retry.Forget(name)
-	r.conflict.Forget(name)
+	r.retries.Forget(name)
 	return ctrl.Result{}
-}
-
-// forget drops the state of a Node that is gone or no longer this controller's.
-func (r *Reconciler) forget(name string) {
-	r.done(name)
-	r.written.Forget(name)
-}
-
-// retryLater records a failure for the Node and returns the backoff requeue.
-func (r *Reconciler) retryLater(name string) ctrl.Result {
-	return ctrl.Result{RequeueAfter: r.retry.When(name)}
-}
-
-// conflictLater records a lost optimistic-lock race for the Node and returns the quick
-// requeue of conflicts.
-func (r *Reconciler) conflictLater(name string) ctrl.Result {
-	return ctrl.Result{RequeueAfter: r.conflict.When(name)}
 }
 
 // Reconcile brings one Node's shutdown and out-of-service taints in line with its VM's power
 // state and readiness, and deletes the Node when it is NotReady and its VM is confirmed gone.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx) // with the Node's name (common.SetupNodeController)
-	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.forget)
+	n, opened, err := common.OpenNode(ctx, r.client, req.Name, r.wants, &r.written, r.retries)
 	if n == nil {
 		return opened, err
 	}
@@ -190,11 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return r.done(n.Name), nil
 		}
 		if err := r.applyTaints(ctx, n, vm, plan); err != nil {
-			if common.Retryable(err) {
-				logger.V(1).Info("Node changed meanwhile; retrying")
-				return r.conflictLater(n.Name), nil
-			}
-			return ctrl.Result{}, err
+			return r.retries.HandleWriteError(ctx, n.Name, err)
 		}
 		return r.done(n.Name), nil
 	}
@@ -210,7 +187,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		deletionsRefused.WithLabelValues(reason).Inc()
 		logger.Info("Node's VM missing from XO but not confirmed gone; Node kept", "reason", reason, "detail", why)
 		r.eventVMGoneUnconfirmed(n, vmID, why)
-		return r.retryLater(n.Name), nil
+		return ctrl.Result{RequeueAfter: r.retries.NotYet(n.Name)}, nil
 	}
 	return r.delete(ctx, n, vmID)
 }
@@ -380,16 +357,12 @@ func (r *Reconciler) delete(ctx context.Context, n *corev1.Node, vmID string) (c
 	logger := log.FromContext(ctx)
 	r.eventDeletingNode(n, vmID)
 	uid, rv := n.UID, n.ResourceVersion
-	err := r.client.Delete(ctx, n, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	switch {
-	case apierrors.IsNotFound(err):
-		return r.done(n.Name), nil
-	case apierrors.IsConflict(err):
-		deletionsRefused.WithLabelValues(refusedNodeChanged).Inc()
-		logger.Info("Node changed while its deletion was decided; looking again")
-		return r.conflictLater(n.Name), nil
-	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("delete node %s: %w", n.Name, err)
+	if err := r.client.Delete(ctx, n, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+		if apierrors.IsConflict(err) {
+			deletionsRefused.WithLabelValues(refusedNodeChanged).Inc()
+			logger.Info("Node changed while its deletion was decided; looking again")
+		}
+		return r.retries.HandleWriteError(ctx, n.Name, fmt.Errorf("delete node %s: %w", n.Name, err))
 	}
 	r.done(n.Name)
 	deletions.Inc()
@@ -524,15 +497,8 @@ func shutdownTaint() corev1.Taint {
 }
 
 func (r *Reconciler) outOfServiceTaint() corev1.Taint {
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(r.clock.Now())
 	return corev1.Taint{Key: node.TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute, TimeAdded: &now}
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.clock == nil {
-		return time.Now()
-	}
-	return r.clock.Now()
 }
 
 // taintList writes taints as key[=value]:Effect, comma-separated.
