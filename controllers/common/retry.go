@@ -30,7 +30,7 @@ const (
 // Retries is a controller's per-Node retry policy, the same in the three controllers: two
 // delays, each client-go's per-item exponential failure rate limiter (the delay doubles with each
 // failure of the Node in a row, until Forget), and one handling of failed writes. The XO client's
-// own retries (resty's, on 429 and 5xx answers) are the transport's, below this.
+// own retries (resty's, on network errors, 429 and 5xx answers) are the transport's, below this.
 type Retries struct {
 	notYet, conflict workqueue.TypedRateLimiter[string]
 }
