@@ -43,18 +43,26 @@ const userPasswordMessage = "username/password login is not supported by this co
 // keys at any depth included). No error holds the token. Call Warnings on the result and log
 // them.
 func Load(path string, env func(string) string) (*Config, error) {
+	return LoadFiles(path, env, readRegularFile)
+}
+
+// LoadFiles is Load reading the config file, its token files and its CA files with readFile
+// (paths as the config gives them, relative ones resolved against path's directory): `check`
+// and `explain` read them from the Secrets a controller's Pod mounts at those paths. Errors of
+// readFile must not hold the path (a path-like key may hold a token put there by mistake).
+func LoadFiles(path string, env func(string) string, readFile func(string) ([]byte, error)) (*Config, error) {
 	var (
 		data []byte
 		dir  string
 	)
 	if path != "" {
-		b, err := readRegularFile(path)
+		b, err := readFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		data, dir = b, filepath.Dir(path)
 	}
-	c, err := load(data, dir, env, readRegularFile)
+	c, err := load(data, dir, env, readFile)
 	if err != nil {
 		if path == "" {
 			return nil, fmt.Errorf("config from environment: %w", err)

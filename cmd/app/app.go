@@ -141,9 +141,15 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		webhookServer = observedServer{Server: ctrlwebhook.NewServer(wo), stop: stop}
 	}
 
-	estate, err := newEstate(mgr, cfg, o.WebhookLookupTimeout)
+	estate, err := NewEstate(cfg, o.WebhookLookupTimeout, inventory.Options{Log: ctrl.Log.WithName("inventory")})
 	if err != nil {
 		return err
+	}
+	// The inventories run on every replica: the webhook serves from them.
+	for _, m := range estate.Members() {
+		if err := mgr.Add(m.Inventory); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -202,10 +208,11 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 	return mgr.Start(ctx)
 }
 
-// newEstate builds a client and an inventory per configured XO server, adds the inventories
-// to the manager (they run on every replica: the webhook serves from them), and returns them
-// as one Estate.
-func newEstate(mgr ctrl.Manager, cfg *config.Config, lookupTimeout time.Duration) (*inventory.Estate, error) {
+// NewEstate builds a client and an inventory per enabled XO server of cfg, with the settings
+// of cfg and base (its Log, TrustListing, ...), and returns them as one Estate; nothing is
+// started. The controller adds the inventories to its manager; check and explain list them
+// once.
+func NewEstate(cfg *config.Config, lookupTimeout time.Duration, base inventory.Options) (*inventory.Estate, error) {
 	members := make([]inventory.Member, 0, len(cfg.Clusters))
 	for i := range cfg.Clusters {
 		cl := &cfg.Clusters[i]
@@ -228,20 +235,11 @@ func newEstate(mgr ctrl.Manager, cfg *config.Config, lookupTimeout time.Duration
 		if err != nil {
 			return nil, fmt.Errorf("XO server %s: %w", cl.Name, err)
 		}
-		inv := inventory.New(xoClient, inventory.Options{
-			Name:         cl.Name,
-			Region:       cl.Region,
-			Pools:        cl.Pools,
-			SettleTime:   cfg.Inventory.SettleTime,
-			ResyncPeriod: cfg.Inventory.ResyncPeriod,
-			PollPeriod:   cfg.Inventory.PollPeriod,
-			StaleAfter:   cfg.Inventory.StaleAfter,
-			Log:          ctrl.Log.WithName("inventory"),
-		})
-		if err := mgr.Add(inv); err != nil {
-			return nil, err
-		}
-		members = append(members, inventory.Member{Inventory: inv, XO: xoClient})
+		o := base
+		o.Name, o.Region, o.Pools = cl.Name, cl.Region, cl.Pools
+		o.SettleTime, o.ResyncPeriod = cfg.Inventory.SettleTime, cfg.Inventory.ResyncPeriod
+		o.PollPeriod, o.StaleAfter = cfg.Inventory.PollPeriod, cfg.Inventory.StaleAfter
+		members = append(members, inventory.Member{Inventory: inventory.New(xoClient, o), XO: xoClient})
 	}
 	return inventory.NewEstate(lookupTimeout, members...), nil
 }

@@ -19,6 +19,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,54 +143,89 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if n == nil {
 		return opened, err
 	}
-	poolID, vmID, err := node.ParseProviderID(n.Spec.ProviderID)
+	d, err := Decide(ctx, r.estate, n, r.opts)
 	if err != nil {
 		logger.V(1).Info("Malformed providerID; Node left alone", "error", err.Error())
 		return ctrl.Result{}, nil
 	}
-	if poolID == "" {
-		poolID = poolFromLabels(n)
-	}
-	logger = logger.WithValues("vm", vmID, "pool", poolID)
+	logger = logger.WithValues("vm", d.VMID, "pool", d.PoolID)
 	ctx = log.IntoContext(ctx, logger)
 
-	view := r.estate.View()
-	res := node.Resolve(view, n)
-	ready := common.IsReady(n)
-
-	var vm *xo.VM
-	var current, trusted bool
-	if res.Outcome == node.OutcomeMatched {
-		vm = res.VM
-		if c, settled := view.CurrentVM(vm.ID); c != nil {
-			vm, current, trusted = c, true, settled
-		}
-	}
-	if vm != nil || ready {
-		plan := planTaints(n, vm, ready, current, trusted, r.opts.OutOfServiceTaint)
-		if plan.empty() {
+	if !d.Gone {
+		if d.Taints.empty() {
 			return r.done(n.Name), nil
 		}
-		if err := r.applyTaints(ctx, n, vm, plan); err != nil {
+		if err := r.applyTaints(ctx, n, d.VM, d.Taints); err != nil {
 			return r.retries.HandleWriteError(ctx, n.Name, err)
 		}
 		return r.done(n.Name), nil
 	}
-
-	// NotReady, and the VM is not in the inventory: is it gone?
-	reason, why, wait := r.confirmGone(ctx, n, view, poolID, vmID)
 	switch {
-	case reason == refusedSettling:
-		deletionsRefused.WithLabelValues(reason).Inc()
-		logger.V(1).Info("Node's VM missing from XO; waiting for its absence to settle", "wait", wait)
-		return ctrl.Result{RequeueAfter: wait}, nil
-	case reason != "":
-		deletionsRefused.WithLabelValues(reason).Inc()
-		logger.Info("Node's VM missing from XO but not confirmed gone; Node kept", "reason", reason, "detail", why)
-		r.eventVMGoneUnconfirmed(n, vmID, why)
+	case d.Refusal == RefusedSettling:
+		deletionsRefused.WithLabelValues(d.Refusal).Inc()
+		logger.V(1).Info("Node's VM missing from XO; waiting for its absence to settle", "wait", d.Wait)
+		return ctrl.Result{RequeueAfter: d.Wait}, nil
+	case d.Refusal != "":
+		deletionsRefused.WithLabelValues(d.Refusal).Inc()
+		logger.Info("Node's VM missing from XO but not confirmed gone; Node kept", "reason", d.Refusal, "detail", d.Why)
+		r.eventVMGoneUnconfirmed(n, d.VMID, d.Why)
 		return ctrl.Result{RequeueAfter: r.retries.NotYet(n.Name)}, nil
 	}
-	return r.delete(ctx, n, vmID)
+	return r.delete(ctx, n, d.VMID)
+}
+
+// Decision is what the controller does with a Node now (Decide).
+type Decision struct {
+	// PoolID and VMID are the pool and VM the Node names: its providerID's, the pool from its
+	// labels when the providerID has none.
+	PoolID, VMID string
+	// VM is the Node's VM as the controller judges it: the copy a current XO server shows when
+	// one does, else the inventory's; nil when the inventory does not have it.
+	VM *xo.VM
+	// Taints are the taint changes, when the VM is known or the Node is Ready.
+	Taints TaintPlan
+	// Gone is set for a NotReady Node whose VM the inventory does not have: the Node is deleted
+	// when Refusal is "" (the VM is confirmed gone), else kept for Refusal (a reason of
+	// xenorchestra_lifecycle_node_deletions_refused_total) which Why says in a sentence; with
+	// RefusedSettling, Wait is how much longer the VM's absence must last.
+	Gone         bool
+	Refusal, Why string
+	Wait         time.Duration
+}
+
+// Decide returns what the controller does with the Node now, by the rules of this package: its
+// taint changes, or for a NotReady Node whose VM is missing from the inventory, whether it is
+// deleted and if not why, after the direct XO reads that confirm a VM gone (bounded by
+// o.XOTimeout). It writes nothing: the reconciler acts on it, and `explain` tells it. It fails
+// only on a malformed providerID (the Node is then left alone).
+func Decide(ctx context.Context, estate *inventory.Estate, n *corev1.Node, o Options) (Decision, error) {
+	poolID, vmID, err := node.ParseProviderID(n.Spec.ProviderID)
+	if err != nil {
+		return Decision{}, err
+	}
+	if poolID == "" {
+		poolID = poolFromLabels(n)
+	}
+	d := Decision{PoolID: poolID, VMID: vmID}
+	view := estate.View()
+	res := node.Resolve(view, n)
+	ready := common.IsReady(n)
+
+	var current, trusted bool
+	if res.Outcome == node.OutcomeMatched {
+		d.VM = res.VM
+		if c, settled := view.CurrentVM(d.VM.ID); c != nil {
+			d.VM, current, trusted = c, true, settled
+		}
+	}
+	if d.VM != nil || ready {
+		d.Taints = planTaints(n, d.VM, ready, current, trusted, o.OutOfServiceTaint)
+		return d, nil
+	}
+	// NotReady, and the VM is not in the inventory: is it gone?
+	d.Gone = true
+	d.Refusal, d.Why, d.Wait = confirmGone(ctx, estate, n, view, poolID, vmID, cmp.Or(o.XOTimeout, DefaultXOTimeout))
+	return d, nil
 }
 
 // poolFromLabels returns the pool uuid recorded in the Node's labels, for a providerID without
@@ -209,14 +245,17 @@ const (
 	refusedPoolUnknown      = "pool_unknown"
 	refusedPoolDisconnected = "pool_disconnected"
 	refusedIncomplete       = "inventory_incomplete"
-	refusedSettling         = "absence_settling"
 	refusedVMExists         = "vm_exists"
 	refusedXOErrorPrefix    = "xo_"
 )
 
+// RefusedSettling is the refusal of a deletion while the VM's absence has not lasted the
+// settle time yet: expected, and no event.
+const RefusedSettling = "absence_settling"
+
 // refusalReasons lists every reason, to pre-register the metric's series.
 var refusalReasons = []string{
-	refusedNotSynced, refusedPoolUnknown, refusedPoolDisconnected, refusedIncomplete, refusedSettling, refusedVMExists,
+	refusedNotSynced, refusedPoolUnknown, refusedPoolDisconnected, refusedIncomplete, RefusedSettling, refusedVMExists,
 	refusedXOErrorPrefix + "not_found", refusedXOErrorPrefix + "unauthorized", refusedXOErrorPrefix + "forbidden",
 	refusedXOErrorPrefix + "server_error", refusedXOErrorPrefix + "bad_response", refusedXOErrorPrefix + "unavailable",
 	refusedXOErrorPrefix + "unknown", refusedNodeChanged,
@@ -232,13 +271,14 @@ func xoReason(err error) string {
 }
 
 // confirmGone returns "" when the VM is confirmed gone from XO, else the reason (a metric label
-// value) and a sentence saying why not; with refusedSettling, wait is how much longer the
+// value) and a sentence saying why not; with RefusedSettling, wait is how much longer the
 // absence must last. Every pool the VM may be in (poolsOf) must vouch for its absence: XO drops
 // the VMs of a pool it lost, so after a move to another pool the pool the providerID names
 // proves nothing alone. The inventory checks come first: they cost nothing, and XO is only
 // asked once they all pass, and only the servers that serve those pools.
-func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inventory.View, poolID, vmID string) (reason, why string, wait time.Duration) {
-	if !r.estate.HasSynced() {
+// timeout bounds each direct read.
+func confirmGone(ctx context.Context, estate *inventory.Estate, n *corev1.Node, view *inventory.View, poolID, vmID string, timeout time.Duration) (reason, why string, wait time.Duration) {
+	if !estate.HasSynced() {
 		return refusedNotSynced, "the XO inventory has not been listed yet", 0
 	}
 	if poolID == "" {
@@ -257,7 +297,7 @@ func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inve
 			if pool != poolID {
 				why = fmt.Sprintf("the VM may be in pool %s (the Node's pool_id label, or the pool XO last had it in), not only in the providerID's pool %s, and ", pool, poolID) + why
 			}
-			if err := r.estate.LastError(); err != nil {
+			if err := estate.LastError(); err != nil {
 				why += ": " + err.Error()
 			}
 			return refusedPoolDisconnected, why, 0
@@ -285,10 +325,10 @@ func (r *Reconciler) confirmGone(ctx context.Context, n *corev1.Node, view *inve
 		}
 	}
 	if wait > 0 {
-		return refusedSettling, "the VM left the XO inventory less than the settle time ago", wait
+		return RefusedSettling, "the VM left the XO inventory less than the settle time ago", wait
 	}
 	for _, s := range servers {
-		if reason, why := r.confirmGoneOn(ctx, view.ReaderFor(s.snap), s.pools, vmID); reason != "" {
+		if reason, why := confirmGoneOn(ctx, view.ReaderFor(s.snap), s.pools, vmID, timeout); reason != "" {
 			return reason, why, 0
 		}
 	}
@@ -316,9 +356,9 @@ func poolsOf(n *corev1.Node, view *inventory.View, poolID, vmID string) []string
 }
 
 // confirmGoneOn asks one XO server directly: it must answer "no such VM", still hold each of
-// the pools, and list a connected, enabled server entry for each.
-func (r *Reconciler) confirmGoneOn(ctx context.Context, xoc inventory.Reader, pools []string, vmID string) (reason, why string) {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.XOTimeout)
+// the pools, and list a connected, enabled server entry for each, within timeout.
+func confirmGoneOn(ctx context.Context, xoc inventory.Reader, pools []string, vmID string, timeout time.Duration) (reason, why string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	vm, err := xoc.GetVM(ctx, vmID)
 	switch {
@@ -374,16 +414,16 @@ func (r *Reconciler) delete(ctx context.Context, n *corev1.Node, vmID string) (c
 // refusedNodeChanged: the Node changed between the decision and the delete.
 const refusedNodeChanged = "node_changed"
 
-// taintPlan is what Reconcile changes on a Node's taints.
-type taintPlan struct {
-	addShutdown, removeShutdown bool
-	addOutOfService             bool
-	removeOutOfService          bool
-	// own and disown set or clear AnnotationOutOfService.
-	own, disown bool
+// TaintPlan is what the controller changes on a Node's taints.
+type TaintPlan struct {
+	AddShutdown, RemoveShutdown bool
+	AddOutOfService             bool
+	RemoveOutOfService          bool
+	// Own and Disown set or clear AnnotationOutOfService.
+	Own, Disown bool
 }
 
-func (p taintPlan) empty() bool { return p == taintPlan{} }
+func (p TaintPlan) empty() bool { return p == TaintPlan{} }
 
 // planTaints computes the taint changes for a Node:
 //
@@ -402,17 +442,17 @@ func (p taintPlan) empty() bool { return p == taintPlan{} }
 // when XO cannot show the VM now.
 //
 // vm is the VM from the inventory (nil when absent: then only readiness may lift taints).
-func planTaints(n *corev1.Node, vm *xo.VM, ready, current, trusted, outOfService bool) taintPlan {
-	var p taintPlan
+func planTaints(n *corev1.Node, vm *xo.VM, ready, current, trusted, outOfService bool) TaintPlan {
+	var p TaintPlan
 	hasShutdown := node.HasTaint(n.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
 	hasOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, corev1.TaintEffectNoExecute)
 	anyOOS := node.HasTaint(n.Spec.Taints, node.TaintOutOfService, "")
 	_, owned := n.Annotations[node.AnnotationOutOfService]
 
 	lift := func() {
-		p.removeShutdown = hasShutdown
-		p.removeOutOfService = owned && hasOOS
-		p.disown = owned
+		p.RemoveShutdown = hasShutdown
+		p.RemoveOutOfService = owned && hasOOS
+		p.Disown = owned
 	}
 	switch {
 	case ready:
@@ -427,48 +467,48 @@ func planTaints(n *corev1.Node, vm *xo.VM, ready, current, trusted, outOfService
 			lift()
 		}
 	case xo.PowerStateHalted, xo.PowerStateSuspended, xo.PowerStatePaused:
-		p.addShutdown = !hasShutdown
+		p.AddShutdown = !hasShutdown
 		wantOOS := outOfService && vm.PowerState == xo.PowerStateHalted
 		switch {
 		case wantOOS && !anyOOS:
-			p.addOutOfService, p.own = true, !owned
+			p.AddOutOfService, p.Own = true, !owned
 		case owned && !anyOOS && !wantOOS:
 			// Our taint was lifted by someone else and is no longer wanted: forget it.
-			p.disown = true
+			p.Disown = true
 		}
 	}
 	return p
 }
 
 // applyTaints patches the Node with the plan, then emits the events and counts the metrics.
-func (r *Reconciler) applyTaints(ctx context.Context, n *corev1.Node, vm *xo.VM, p taintPlan) error {
+func (r *Reconciler) applyTaints(ctx context.Context, n *corev1.Node, vm *xo.VM, p TaintPlan) error {
 	after := n.DeepCopy()
 	var added, removed []corev1.Taint
-	if p.addShutdown {
+	if p.AddShutdown {
 		t := shutdownTaint()
 		after.Spec.Taints, _ = node.WithTaint(after.Spec.Taints, t)
 		added = append(added, t)
 	}
-	if p.addOutOfService {
+	if p.AddOutOfService {
 		t := r.outOfServiceTaint()
 		after.Spec.Taints, _ = node.WithTaint(after.Spec.Taints, t)
 		added = append(added, t)
 	}
-	if p.removeShutdown {
+	if p.RemoveShutdown {
 		after.Spec.Taints, _ = node.WithoutTaint(after.Spec.Taints, node.TaintShutdown, corev1.TaintEffectNoSchedule)
 		removed = append(removed, shutdownTaint())
 	}
-	if p.removeOutOfService {
+	if p.RemoveOutOfService {
 		after.Spec.Taints, _ = node.WithoutTaint(after.Spec.Taints, node.TaintOutOfService, corev1.TaintEffectNoExecute)
 		removed = append(removed, corev1.Taint{Key: node.TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
 	}
-	if p.own {
+	if p.Own {
 		if after.Annotations == nil {
 			after.Annotations = map[string]string{}
 		}
 		after.Annotations[node.AnnotationOutOfService] = "true"
 	}
-	if p.disown {
+	if p.Disown {
 		delete(after.Annotations, node.AnnotationOutOfService)
 	}
 	if err := r.written.Patch(ctx, r.client, n, after); err != nil {

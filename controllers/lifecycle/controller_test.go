@@ -668,7 +668,7 @@ func TestDeletionWaitsForTheSettleTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WaitInventory("VM removed", func(s *inventory.Snapshot) bool { return s.VM(vm) == nil })
-	settling := deletionsRefused.WithLabelValues(refusedSettling)
+	settling := deletionsRefused.WithLabelValues(RefusedSettling)
 	refusedBefore := testutil.ToFloat64(settling)
 	reads := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm)
 
@@ -683,7 +683,7 @@ func TestDeletionWaitsForTheSettleTime(t *testing.T) {
 		t.Fatal("Node deleted before its VM's absence settled")
 	}
 	if d := testutil.ToFloat64(settling) - refusedBefore; d != 2 {
-		t.Errorf("%s refusals grew by %v, want 2", refusedSettling, d)
+		t.Errorf("%s refusals grew by %v, want 2", RefusedSettling, d)
 	}
 	if d := f.Sim.RequestCount("GET", "/rest/v0/vms/"+vm) - reads; d != 0 {
 		t.Errorf("XO asked %d times about a VM whose absence is still settling", d)

@@ -57,8 +57,14 @@ type Options struct {
 	StreamIdleTimeout time.Duration
 	// DisableEventStream makes the inventory rely on relists only.
 	DisableEventStream bool
-	Clock              clock.WithTicker
-	Log                logr.Logger
+	// TrustListing makes the pools a listing shows up (their server connected, their pool
+	// object shown) trusted at once, without the settle time a running controller waits
+	// after their (re)connection: for `check` and `explain`, which list XO once and answer
+	// for replicas that have run longer (whose pools still settling their metrics show). The
+	// absence of a VM still counts from that listing (Snapshot.AbsenceWait).
+	TrustListing bool
+	Clock        clock.WithTicker
+	Log          logr.Logger
 }
 
 // ChangeKind says what kind of object changed.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -40,6 +41,25 @@ func TestPoolTrustedOnlyAfterSettleTimeAndAListing(t *testing.T) {
 	s = relist(t, inv)
 	if !s.PoolConnected(poolA) || !s.Complete() || s.Settling() {
 		t.Fatal("a pool connected for the settle time and listed after it must be trusted")
+	}
+}
+
+// TestTrustListing: a one-shot reader (check, explain) trusts the pools its one listing shows
+// up, and counts a VM's absence from that listing, a settle time still to go.
+func TestTrustListing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	inv := New(source(), Options{Clock: clk, Log: logr.Discard(), StaleAfter: time.Minute, SettleTime: testSettle, TrustListing: true})
+	s := relist(t, inv)
+	if !s.PoolConnected(poolA) || !s.Complete() || s.Settling() {
+		t.Fatal("with TrustListing, a pool up at the first listing must be trusted at once")
+	}
+	const gone = "c0ffee00-0000-4000-8000-000000000009"
+	if wait, ok := s.AbsenceWait(gone, poolA); !ok || wait != testSettle {
+		t.Fatalf("AbsenceWait of a VM absent from the first listing = %s, %v; want the whole settle time %s", wait, ok, testSettle)
+	}
+	clk.Step(testSettle / 2)
+	if wait, _ := s.AbsenceWait(gone, poolA); wait != testSettle/2 {
+		t.Fatalf("AbsenceWait half a settle time later = %s, want %s", wait, testSettle/2)
 	}
 }
 

@@ -50,6 +50,8 @@ type Snapshot struct {
 	server, region         string
 	settleTime, staleAfter time.Duration
 	clock                  clock.PassiveClock
+	// trustListing trusts the pools up at a listing at once (Options.TrustListing).
+	trustListing bool
 }
 
 // poolConn is a pool's connection state.
@@ -73,6 +75,7 @@ func emptySnapshot(o Options) *Snapshot {
 		tombs: map[string]time.Time{}, removed: map[string]time.Time{},
 		hostNames: map[string]int{}, poolNames: map[string]int{},
 		server: o.Name, region: o.Region, settleTime: o.SettleTime, staleAfter: o.StaleAfter, clock: o.Clock,
+		trustListing: o.TrustListing,
 	}
 }
 
@@ -487,6 +490,7 @@ func fromListing(l *listing, sc *scope, old *Snapshot, start, at time.Time, stre
 		listedAt:  at,
 		streamed:  streamed,
 		server:    old.server, region: old.region, settleTime: old.settleTime, staleAfter: old.staleAfter, clock: old.clock,
+		trustListing: old.trustListing,
 	}
 	vms, byName, byAddr := ownWriter(newShardedMap[*xo.VM](len(l.vms))), ownWriter(newShardedMap[[]*xo.VM](len(l.vms))), ownWriter(newShardedMap[[]*xo.VM](len(l.vms)))
 	for _, vm := range l.vms {
@@ -543,7 +547,7 @@ func fromListing(l *listing, sc *scope, old *Snapshot, start, at time.Time, stre
 		if c.since.IsZero() {
 			c.since = start
 		}
-		if c.trusted.IsZero() && s.pools[id] != nil && !start.Before(c.since.Add(s.settleTime)) {
+		if c.trusted.IsZero() && s.pools[id] != nil && (s.trustListing || !start.Before(c.since.Add(s.settleTime))) {
 			c.trusted = start
 		}
 		s.conn[id] = c
