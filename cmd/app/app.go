@@ -167,11 +167,7 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 		return err
 	}
 
-	labels := node.LabelOptions{
-		Region: cfg.Topology.Region, Zone: cfg.Topology.Zone,
-		TagLabelPrefixes: cfg.Labels.TagLabelPrefixes, TagTaintPrefixes: cfg.Labels.TagTaintPrefixes,
-	}
-	addresses := node.AddressOptions{InternalCIDRs: cfg.Addresses.InternalPrefixes(), ExternalCIDRs: cfg.Addresses.ExternalPrefixes()}
+	labels, addresses := LabelOptions(cfg), AddressOptions(cfg)
 	recorder := mgr.GetEventRecorder("xenorchestra-cloud-controller-manager")
 
 	if o.Webhook {
@@ -242,6 +238,19 @@ func NewEstate(cfg *config.Config, lookupTimeout time.Duration, base inventory.O
 		members = append(members, inventory.Member{Inventory: inventory.New(xoClient, o), XO: xoClient})
 	}
 	return inventory.NewEstate(lookupTimeout, members...), nil
+}
+
+// LabelOptions returns the labels' settings of cfg, as the webhook and the controllers use them.
+func LabelOptions(cfg *config.Config) node.LabelOptions {
+	return node.LabelOptions{
+		Region: cfg.Topology.Region, Zone: cfg.Topology.Zone,
+		TagLabelPrefixes: cfg.Labels.TagLabelPrefixes, TagTaintPrefixes: cfg.Labels.TagTaintPrefixes,
+	}
+}
+
+// AddressOptions returns the addresses' settings of cfg, as the webhook and cloud-node use them.
+func AddressOptions(cfg *config.Config) node.AddressOptions {
+	return node.AddressOptions{InternalCIDRs: cfg.Addresses.InternalPrefixes(), ExternalCIDRs: cfg.Addresses.ExternalPrefixes()}
 }
 
 // serverNames lists the configured XO servers, for the start-up log line.

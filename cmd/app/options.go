@@ -139,6 +139,10 @@ VM is shut down and delete Nodes whose VM is gone.
 Configuration file: docs/configuration.md; flags: docs/configuration.md#flags;
 troubleshooting: docs/troubleshooting.md.
 
+Subcommands (also as the kubectl plugin kubectl-xenorchestra): check [--pre] checks a cluster
+before or after the install, explain node NAME tells what the controller knows and will do
+about a Node; "check --help" lists their flags.
+
 Flags:
 `
 

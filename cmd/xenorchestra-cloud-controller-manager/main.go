@@ -3,16 +3,22 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"syscall"
+
+	"golang.org/x/term"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app/diagnose"
 )
 
 // gcPercent is the GOGC the process runs with unless the GOGC environment variable sets one:
@@ -24,6 +30,14 @@ import (
 const gcPercent = 50
 
 func main() {
+	// check and explain (also as the kubectl plugin kubectl-xenorchestra); the controller's own
+	// invocation takes flags only.
+	if args, ok := diagnose.Args(os.Args); ok {
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := diagnose.Main(ctx, args, os.Stdout, os.Stderr, term.IsTerminal(int(os.Stdout.Fd())), os.Getenv)
+		cancel()
+		os.Exit(code)
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
