@@ -36,16 +36,27 @@ const (
 // metricsPortName is the name of the controller container's metrics port in the chart.
 const metricsPortName = "metrics"
 
-// errUnverified marks a metrics endpoint whose certificate could not be verified.
-var errUnverified = errors.New("certificate not verified")
+// errUnverified marks a metrics endpoint whose certificate could not be verified, and
+// errNoToken the lack of a token to send to one that is.
+var (
+	errUnverified = errors.New("certificate not verified")
+	errNoToken    = errors.New("no bearer token")
+)
+
+// httpStatus is a metrics endpoint's answer other than 200.
+type httpStatus int
+
+func (h httpStatus) Error() string { return fmt.Sprintf("HTTP %d %s", int(h), http.StatusText(int(h))) }
 
 // scraper reads the replicas' metrics: over HTTPS with the user's bearer token, sent only to
 // an endpoint whose certificate verifies (unless --insecure-skip-metrics-tls-verify), or over
 // plain HTTP without it.
 type scraper struct {
 	s *session
-	// auth adds the user's credentials to a request; nil without a token.
-	auth func(http.RoundTripper) http.RoundTripper
+	// auth adds the user's credentials to a request; nil without a token, and authErr says
+	// why.
+	auth    func(http.RoundTripper) http.RoundTripper
+	authErr error
 	// roots verify a replica's certificate, for one of names.
 	roots *x509.CertPool
 	names []string
@@ -65,21 +76,23 @@ func (s *session) checkReplicas(ctx context.Context) {
 		return
 	}
 	sc := &scraper{s: s}
-	if err := sc.setAuth(); err != nil {
-		s.rep.warn(secReplicas, err.Error(), "give a token: kubectl -n <namespace> create token <serviceaccount> | kubectl xenorchestra check --metrics-token-file=- (a ServiceAccount allowed to get the non-resource URL /metrics)")
-	}
+	sc.authErr = sc.setAuth()
 	sc.setRoots(ctx)
+	tokenFix := "pass a token: kubectl -n <namespace> create token <serviceaccount> | kubectl xenorchestra check --metrics-token-file=- (a ServiceAccount allowed to get the non-resource URL /metrics)"
 	for _, t := range targets {
 		fams, how, err := sc.scrape(ctx, t)
 		if err != nil {
 			l := Line{Status: Warning, Message: fmt.Sprintf("replica %s: cannot read its metrics: %v", t.Name, err)}
+			var status httpStatus
 			switch {
 			case errors.Is(err, errUnverified):
 				l.Fix = "make the metrics endpoint's certificate verifiable (docs/metrics.md), or pass --insecure-skip-metrics-tls-verify to send your token anyway"
-			case strings.Contains(err.Error(), "HTTP 401"):
-				l.Fix = "the endpoint reviews bearer tokens with the API server: pass one with --metrics-token-file"
-			case strings.Contains(err.Error(), "HTTP 403"):
-				l.Fix = "grant your user get on the non-resource URL /metrics (a ClusterRole with nonResourceURLs: [\"/metrics\"])"
+			case errors.Is(err, errNoToken):
+				l.Fix = tokenFix
+			case errors.As(err, &status) && status == http.StatusUnauthorized:
+				l.Fix = "the endpoint reviews bearer tokens with the API server: " + tokenFix
+			case errors.As(err, &status) && status == http.StatusForbidden:
+				l.Fix = "grant your user get on the non-resource URL /metrics (a ClusterRole with nonResourceURLs: [\"/metrics\"], verbs: [\"get\"])"
 			}
 			s.rep.add(secReplicas, l)
 			continue
@@ -151,7 +164,7 @@ func (sc *scraper) setAuth() error {
 			err = errors.New("empty")
 		}
 		if err != nil {
-			return fmt.Errorf("--metrics-token-file: %w: the replicas' inventories are read only where metrics are plain HTTP", err)
+			return fmt.Errorf("%w: --metrics-token-file: %w", errNoToken, err)
 		}
 		s.rep.hide(token)
 		sc.auth = func(rt http.RoundTripper) http.RoundTripper {
@@ -165,7 +178,7 @@ func (sc *scraper) setAuth() error {
 	}
 	c := s.rest
 	if c.BearerToken == "" && c.BearerTokenFile == "" && c.ExecProvider == nil && c.AuthProvider == nil {
-		return errors.New("your kubeconfig authenticates with a client certificate, not a bearer token: a replica's metrics endpoint reviews tokens, so its inventory is read only where metrics are plain HTTP")
+		return fmt.Errorf("%w: your kubeconfig authenticates with a client certificate, and a metrics endpoint reviews bearer tokens", errNoToken)
 	}
 	s.rep.hide(c.BearerToken)
 	// Only the token: no basic auth, no impersonation.
@@ -265,7 +278,7 @@ func (sc *scraper) scrape(ctx context.Context, t target) (map[string]*dto.Metric
 	}
 	if how == "https" {
 		if sc.auth == nil {
-			return nil, how, errors.New("it serves HTTPS and needs a bearer token, and you have none")
+			return nil, how, fmt.Errorf("it serves HTTPS behind authentication: %w", sc.authErr)
 		}
 		rt = sc.auth(rt)
 	}
@@ -280,7 +293,7 @@ func (sc *scraper) scrape(ctx context.Context, t target) (map[string]*dto.Metric
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, how, fmt.Errorf("HTTP %d", resp.StatusCode)
+		return nil, how, httpStatus(resp.StatusCode)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
