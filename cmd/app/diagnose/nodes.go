@@ -133,8 +133,17 @@ func resolutionLine(n *corev1.Node, res node.Result, view *inventory.View, err e
 		return Line{Status: Failed, Message: fmt.Sprintf("%sambiguous: %s, and the controller never guesses: %s", name, res.Message, candidateList(candidates(view, n, res.Method), view)), Fix: fix}
 	case node.OutcomeNotFound:
 		if res.Method == node.MethodProviderID {
-			return Line{Status: Failed, Message: name + res.Message + " (" + n.Spec.ProviderID + ")",
-				Fix: "the VM was deleted, or its pool is outside the config's XO servers and pools; a providerID cannot change: if the VM is gone, delete the Node"}
+			// The VM may be gone, or hidden with its pool: XO forgets the VMs of a pool it lost.
+			l := Line{Status: Warning, Message: name + res.Message + " (" + n.Spec.ProviderID + ")",
+				Fix: "the VM was deleted (cloud-node-lifecycle deletes a NotReady Node whose VM is confirmed gone), or its pool is outside the config's XO servers and pools"}
+			if pool, _, err := node.ParseProviderID(n.Spec.ProviderID); err == nil && pool != "" && !view.PoolConnected(pool) {
+				l.Message += ": its pool is not connected and settled on a current XO server, and XO forgets the VMs of a pool it lost"
+				l.Fix = "see XO servers above"
+			}
+			if node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
+				l.Status = Failed // it cannot be initialized
+			}
+			return l
 		}
 		return Line{Status: Failed, Message: name + res.Message + describeKeys(n),
 			Fix: "make the VM findable: the guest reports the VM's uuid as its system UUID (HVM), the Node's name equals the VM's name_label, or XO reports one of its addresses (guest tools); and its pool is in the config's scope; " + fixProviderID}

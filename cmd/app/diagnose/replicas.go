@@ -273,7 +273,9 @@ func (sc *scraper) scrape(ctx context.Context, t target) (map[string]*dto.Metric
 		_ = conn.Close()
 	}
 	var rt http.RoundTripper = &http.Transport{
-		DialContext:     func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", tun.Addr) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", tun.Addr)
+		},
 		TLSClientConfig: tlsConfig,
 	}
 	if how == "https" {
