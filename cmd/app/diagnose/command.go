@@ -87,9 +87,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, terminal
 	// The controller's packages log through controller-runtime; a subcommand prints a report.
 	ctrl.SetLogger(logr.Discard())
 	o := NewOptions()
-	fs := flag.NewFlagSet(PluginName, flag.ContinueOnError)
+	fs := newFlagSet(o)
 	fs.SetOutput(stderr)
-	o.AddFlags(fs)
 	fs.Usage = func() {
 		_, _ = fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()
@@ -132,6 +131,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, terminal
 		return 1
 	}
 	return 0
+}
+
+// newFlagSet returns the subcommands' flag set, bound to o.
+func newFlagSet(o *Options) *flag.FlagSet {
+	fs := flag.NewFlagSet(PluginName, flag.ContinueOnError)
+	o.AddFlags(fs)
+	return fs
 }
 
 // parseInterspersed parses flags wherever they are among the arguments, as kubectl does
