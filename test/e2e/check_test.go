@@ -1,0 +1,202 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app/diagnose"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+)
+
+// TestCheckHealthyInstall runs `kubectl xenorchestra check` (the controller's binary under its
+// kubectl plugin name) against a healthy installation: two controller processes (the real
+// binary: webhook over TLS called by the API server, leader election, metrics), the XO
+// simulator over verified TLS, and what check reads of a release made on the API server (a
+// Deployment, its Pods and status, the config Secret it mounts): there is no kubelet here, so
+// the replicas' metrics are read at --metrics-endpoints rather than through a port-forward.
+// Nothing fails; explain through the same binary says the Node needs nothing.
+func TestCheckHealthyInstall(t *testing.T) {
+	env := testenv.StartTest(t, testenv.Options{Webhook: true})
+	const ns = "kube-system"
+	ensureNamespace(t, env.Client, ns)
+	kubeconfig := writeKubeconfig(t, env)
+	token := newToken(t)
+	xo := newXO(t, token, true)
+	vm := xo.addVM(t, xo.poolA, xo.hostA1, "healthy-node", "10.1.0.1")
+	settings := fmt.Sprintf("url: %s\ntoken: %s\ninventory: {settleTime: 1s}\ncaBundle: |\n  %s\n", xo.URL, token,
+		strings.ReplaceAll(strings.TrimSpace(string(xo.caPEM(t))), "\n", "\n  "))
+	cfg := writeConfig(t, t.TempDir(), "config.yaml", settings)
+
+	wo := env.WebhookInstallOptions
+	a := startCCM(t, "replica-a", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true, webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir})
+	b := startCCM(t, "replica-b", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true, webhookPort: testenv.FreePort(t), certDir: wo.LocalServingCertDir})
+	a.waitReady(t, 30*time.Second)
+	b.waitReady(t, 30*time.Second)
+	installedRelease(t, env.Client, ns, settings)
+
+	ctx := context.Background()
+	n := testenv.KubeletNode("healthy-node")
+	if err := env.Client.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Spec.ProviderID == "" {
+		t.Fatal("the Node came back from its CREATE undescribed: the webhook did not answer")
+	}
+	testenv.WaitFor(t, 30*time.Second, "healthy-node initialized", func() error { return initialized(env.Client, "healthy-node") })
+
+	plugin := filepath.Join(t.TempDir(), diagnose.PluginName)
+	if err := os.Symlink(ccmBinary(t), plugin); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runPlugin(t, plugin, "check", "--kubeconfig="+kubeconfig, "--metrics-endpoints=http://"+a.metrics+",http://"+b.metrics, "-o", "json")
+	var rep diagnose.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("check -o json: %v\n%s", err, out)
+	}
+	for _, s := range rep.Sections {
+		for _, l := range s.Lines {
+			// Until the metrics are served over HTTPS (issue #34), each replica's plain-HTTP
+			// endpoint is the one warning.
+			if l.Status == diagnose.Failed || l.Status == diagnose.Warning && !strings.Contains(l.Message, "over plain HTTP") {
+				t.Errorf("%s: %s %s (fix: %s)", s.Name, l.Status, l.Message, l.Fix)
+			}
+		}
+	}
+	if code != 0 {
+		t.Errorf("check exited %d, want 0", code)
+	}
+	for _, want := range []string{
+		"Deployment xoccm available: 2 of 2 replicas ready",
+		"the release's --config /etc/xenorchestra-cloud-controller-manager/config/config.yaml (Secret kube-system/xoccm-config)",
+		"event stream subscribed",
+		"the caBundle verifies the certificate served at 127.0.0.1",
+		"a dry-run Node CREATE comes back described by the webhook",
+		"leader: " + hostname(t) + "_",
+		"replica http://" + a.metrics + ", XO server " + strings.TrimPrefix(xo.URL, "https://") + ": inventory current (event stream up",
+		"replica http://" + b.metrics,
+		"1 of 1 Nodes initialized",
+	} {
+		if !reportHas(&rep, diagnose.OK, want) {
+			t.Errorf("no ✔ line with %q", want)
+		}
+	}
+	if bytes.Contains(out, []byte(token)) {
+		t.Error("check printed the XO token")
+	}
+
+	out, code = runPlugin(t, plugin, "explain", "node", "healthy-node", "--kubeconfig="+kubeconfig)
+	if code != 0 || !bytes.Contains(out, []byte("resolves to VM "+vm)) || !bytes.Contains(out, []byte("cloud-node: nothing to do")) {
+		t.Errorf("explain exited %d:\n%s", code, out)
+	}
+}
+
+// runPlugin runs the binary as the kubectl plugin with args, and returns its standard output
+// and exit status.
+func runPlugin(t *testing.T, plugin string, args ...string) ([]byte, int) {
+	t.Helper()
+	cmd := exec.Command(plugin, args...)
+	cmd.Env = testenv.CommandEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl-xenorchestra %s → exit %d\n%s%s", strings.Join(args, " "), code, out, stderr.String())
+	return out, code
+}
+
+// reportHas reports whether a line of this status holds want.
+func reportHas(r *diagnose.Report, st diagnose.Status, want string) bool {
+	for _, s := range r.Sections {
+		for _, l := range s.Lines {
+			if l.Status == st && strings.Contains(l.Message, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// installedRelease makes what the chart installs and check reads, as the cluster's controllers
+// would leave it: the config Secret, the Deployment (available, two replicas ready) mounting it
+// with the chart's flags, and its Pods Running, one named after this machine (the processes'
+// hostname, in the Lease's holder identity, as a Pod's hostname is its name).
+func installedRelease(t *testing.T, c client.Client, ns, config string) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{"app.kubernetes.io/part-of": "xenorchestra-cloud-controller-manager", "app.kubernetes.io/instance": "xoccm", "app.kubernetes.io/name": "xenorchestra-cloud-controller-manager"}
+	selector := map[string]string{"app.kubernetes.io/instance": "xoccm", "app.kubernetes.io/name": "xenorchestra-cloud-controller-manager"}
+	const dir = "/etc/xenorchestra-cloud-controller-manager/config"
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "xoccm-config", Namespace: ns, Labels: labels}, StringData: map[string]string{"config.yaml": config}})
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "xoccm", Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: selector},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "manager", Image: "ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager:e2e",
+						Args:         []string{"--config=" + dir + "/config.yaml", "--leader-elect=true", "--leader-elect-namespace=" + ns},
+						Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: dir, ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "xoccm-config"}}}},
+				},
+			},
+		},
+	}
+	mustCreate(t, c, d)
+	d.Status = appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2,
+		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
+			LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
+	if err := c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{hostname(t), "xoccm-other"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: selector}, Spec: *d.Spec.Template.Spec.DeepCopy()}
+		mustCreate(t, c, p)
+		p.Status.Phase = corev1.PodRunning
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// mustCreate creates obj.
+func mustCreate(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// hostname is this machine's name, lower-cased: the controller processes' identity in the
+// Lease starts with it.
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ToLower(h)
+}
