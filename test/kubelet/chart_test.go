@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app/diagnose"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
@@ -135,6 +136,10 @@ func TestChartOnRealNode(t *testing.T) {
 		})
 		n, _ := c.cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})
 		wantDescribedOn(t, n, e, e.realVM, e.realVMName, clusterNode)
+	})
+
+	t.Run("CheckPasses", func(t *testing.T) {
+		c.checkPasses(t, ns)
 	})
 
 	t.Run("NodesLabelledInTheirCreate", func(t *testing.T) {
@@ -446,5 +451,62 @@ func TestNoEndpointTimes(t *testing.T) {
 	want := time.Date(time.Now().Year(), 11, 28, 4, 12, 12, 4703000, time.Local)
 	if len(got) != 1 || !got[0].Equal(want) {
 		t.Fatalf("got %v, want [%v]", got, want)
+	}
+}
+
+// checkPasses runs check against the chart's Pods, as an operator would after the install,
+// with the admin's kubeconfig: the webhook's served certificate and the replicas' metrics are
+// reached through port-forwards to the Pods, through the API server and the kubelet. It waits
+// until nothing fails (the Deployment counts as available minReadySeconds after its Pods are
+// Ready), then checks what passed. The warnings allowed are the XO URL's plain HTTP (the
+// simulator's) and the replicas' plain-HTTP metrics (until the metrics are served over HTTPS,
+// issue #34).
+func (c *realCluster) checkPasses(t *testing.T, ns string) {
+	t.Helper()
+	var rep *diagnose.Report
+	start := time.Now()
+	waitFor(t, c.kubelet, 90*time.Second, "check with nothing failed", func(ctx context.Context) (bool, error) {
+		o := diagnose.NewOptions()
+		o.Kubeconfig, o.Namespace, o.Env = c.kubeconfig, ns, func(string) string { return "" }
+		rep = diagnose.Check(ctx, o)
+		return rep.Failed == 0, nil
+	})
+	var text strings.Builder
+	if err := rep.WriteText(&text, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("check passed %s after the real Node was initialized:\n%s", time.Since(start).Round(time.Millisecond), text.String())
+	ok := map[string]bool{}
+	for _, s := range rep.Sections {
+		for _, l := range s.Lines {
+			switch {
+			case l.Status == diagnose.OK:
+				ok[s.Name+": "+l.Message] = true
+			case l.Status == diagnose.Warning && !strings.Contains(l.Message, "url uses http") && !strings.Contains(l.Message, "serves its metrics over plain HTTP"):
+				t.Errorf("unexpected warning in %s: %s", s.Name, l.Message)
+			}
+		}
+	}
+	has := func(section, part string) bool {
+		for k := range ok {
+			if strings.HasPrefix(k, section+": ") && strings.Contains(k, part) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, want := range [][2]string{
+		{"Release", "Deployment " + release + " available: 2 of 2 replicas ready"},
+		{"Configuration", "(Secret " + ns + "/" + release + "-config)"},
+		{"Webhook", "Service " + ns + "/" + release + "-webhook has 2 ready endpoint(s)"},
+		{"Webhook", "the caBundle verifies the certificate served at Pod " + release + "-"},
+		{"Webhook", "a dry-run Node CREATE comes back described by the webhook"},
+		{"Leader election", "leader: " + release + "-"},
+		{"Replicas' inventories", "inventory current (event stream up"},
+		{"Nodes", "1 of 1 Nodes initialized"},
+	} {
+		if !has(want[0], want[1]) {
+			t.Errorf("no ✔ line in %s with %q", want[0], want[1])
+		}
 	}
 }
