@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -84,8 +85,10 @@ Flags:
 // usage errors to stderr, and returns the exit status: 0 when nothing failed, 1 when a check
 // failed, 2 for a usage error. terminal says whether stdout is a terminal (colour).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, terminal bool, env func(string) string) int {
-	// The controller's packages log through controller-runtime; a subcommand prints a report.
+	// The controller's packages log through controller-runtime, client-go through klog (a
+	// port-forward logs each connection the check closes); a subcommand prints a report.
 	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	o := NewOptions()
 	fs := newFlagSet(o)
 	fs.SetOutput(stderr)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // target is where a replica serves: a Pod's port, reached through a port-forward, or an
@@ -64,27 +64,29 @@ func (s *session) open(ctx context.Context, t target) (*tunnel, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dialer httpstream.Dialer = spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, url)
-	if ws, err := portforward.NewSPDYOverWebsocketDialer(url, s.rest); err == nil {
-		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
+	dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: rt}, http.MethodPost, url)
+	if ws, err := portforward.NewSPDYOverWebsocketDialerForStreaming(url, s.rest); err == nil {
+		dialer = portforward.NewFallbackDialerForStreaming(ws, dialer, func(err error) bool {
 			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 		})
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	ready := make(chan struct{})
 	errs := &lockedBuffer{}
-	fw, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(t.Port))}, ready, nil, errs)
+	fw, err := portforward.NewOnAddressesForStreamingWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(t.Port))}, ready, nil, errs)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- fw.ForwardPorts() }()
+	// done is closed when the forward ends, with its error in fwErr.
+	done := make(chan struct{})
+	var fwErr error
+	go func() { fwErr = fw.ForwardPorts(); close(done) }()
 	select {
 	case <-ready:
-	case err := <-done:
+	case <-done:
 		cancel()
-		return nil, fmt.Errorf("port-forward to Pod %s/%s port %d: %w", t.Namespace, t.Pod, t.Port, err)
+		return nil, fmt.Errorf("port-forward to Pod %s/%s port %d: %w", t.Namespace, t.Pod, t.Port, fwErr)
 	case <-ctx.Done():
 		cancel()
 		<-done

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/xosim"
@@ -118,12 +116,4 @@ func TestCheckPreCertManager(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("exit status %d, want 1", r.code)
 	}
-}
-
-// addNodeWith is a shortcut for a kubelet Node with options.
-func addNodeWith(t *testing.T, name string, opts ...testenv.NodeOption) *corev1.Node {
-	t.Helper()
-	n := testenv.KubeletNode(name, opts...)
-	addNode(t, n)
-	return n
 }

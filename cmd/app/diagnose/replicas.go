@@ -251,7 +251,7 @@ func (sc *scraper) scrape(ctx context.Context, t target) (map[string]*dto.Metric
 			if sc.s.o.InsecureMetrics {
 				return nil
 			}
-			var last error = errors.New("no name to verify it for")
+			last := errors.New("no name to verify it for")
 			for _, n := range names {
 				if last = verifyChain(cs.PeerCertificates, sc.roots, n); last == nil {
 					return nil
