@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app/diagnose"
@@ -142,41 +140,17 @@ func reportHas(r *diagnose.Report, st diagnose.Status, want string) bool {
 func installedRelease(t *testing.T, c client.Client, ns, config string) {
 	t.Helper()
 	ctx := context.Background()
-	labels := map[string]string{"app.kubernetes.io/part-of": "xenorchestra-cloud-controller-manager", "app.kubernetes.io/instance": "xoccm", "app.kubernetes.io/name": "xenorchestra-cloud-controller-manager"}
-	selector := map[string]string{"app.kubernetes.io/instance": "xoccm", "app.kubernetes.io/name": "xenorchestra-cloud-controller-manager"}
 	const dir = "/etc/xenorchestra-cloud-controller-manager/config"
-	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "xoccm-config", Namespace: ns, Labels: labels}, StringData: map[string]string{"config.yaml": config}})
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "xoccm", Namespace: ns, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: selector},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "manager", Image: "ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager:e2e",
-						Args:         []string{"--config=" + dir + "/config.yaml", "--leader-elect=true", "--leader-elect-namespace=" + ns},
-						Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: dir, ReadOnly: true}},
-					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "xoccm-config"}}}},
-				},
-			},
-		},
-	}
+	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "xoccm-config", Namespace: ns, Labels: testenv.ReleaseLabels("xoccm")},
+		StringData: map[string]string{"config.yaml": config}})
+	d := testenv.ChartDeployment(ns, "xoccm", []string{"--config=" + dir + "/config.yaml", "--leader-elect=true", "--leader-elect-namespace=" + ns},
+		map[string]string{"xoccm-config": dir})
 	mustCreate(t, c, d)
-	d.Status = appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
-			LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	if err := c.Status().Update(ctx, d); err != nil {
+	if err := testenv.SetDeploymentAvailable(ctx, c, d, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{hostname(t), "xoccm-other"} {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: selector}, Spec: *d.Spec.Template.Spec.DeepCopy()}
-		mustCreate(t, c, p)
-		p.Status.Phase = corev1.PodRunning
-		if err := c.Status().Update(ctx, p); err != nil {
+		if err := testenv.CreateRunningPod(ctx, c, testenv.RunningPod(d, name)); err != nil {
 			t.Fatal(err)
 		}
 	}

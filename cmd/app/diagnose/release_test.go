@@ -14,7 +14,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -32,8 +31,7 @@ import (
 // or controller-manager behind it, so the test sets what check reads (the Deployment's status,
 // the Pods' phase, the EndpointSlice, the Lease).
 type fakeRelease struct {
-	ns, name   string
-	deployment *appsv1.Deployment
+	ns, name string
 }
 
 // releaseOptions configure installRelease.
@@ -57,64 +55,28 @@ func installRelease(t *testing.T, ns string, o releaseOptions) *fakeRelease {
 	t.Helper()
 	ctx := context.Background()
 	r := &fakeRelease{ns: namespace(t, ns), name: "xoccm"}
-	labels := map[string]string{labelPartOf: partOf, labelInstance: r.name, "app.kubernetes.io/name": partOf}
-	selector := map[string]string{labelInstance: r.name, "app.kubernetes.io/name": partOf}
 	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: testenv.ReleaseLabels(r.name)}
 	}
 	create(t, &corev1.Secret{ObjectMeta: meta("xoccm-config"), StringData: map[string]string{"config.yaml": o.config}})
 	create(t, &corev1.Secret{ObjectMeta: meta("xo-token"), StringData: map[string]string{"token": o.token + "\n"}})
-	d := &appsv1.Deployment{
-		ObjectMeta: meta("xoccm"),
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: selector},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "manager", Image: "ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager:test",
-						Args: []string{"--config=" + configDir + "/config.yaml", "--webhook-certs=self-managed",
-							"--webhook-ca-secret=" + ns + "/xoccm-webhook-ca", "--webhook-dns-names=xoccm-webhook." + ns + ".svc",
-							"--webhook-configuration=xoccm", "--leader-elect=true", "--leader-elect-namespace=" + ns},
-						Ports: []corev1.ContainerPort{{Name: "webhook", ContainerPort: 9443}, {Name: "metrics", ContainerPort: 8080}},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: "config", MountPath: configDir, ReadOnly: true},
-							{Name: "xo-token-0", MountPath: tokensDir + "/xo-token", ReadOnly: true},
-						},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "xoccm-config"}}},
-						{Name: "xo-token-0", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "xo-token"}}},
-					},
-				},
-			},
-		},
-	}
+	d := testenv.ChartDeployment(ns, r.name, []string{"--config=" + configDir + "/config.yaml", "--webhook-certs=self-managed",
+		"--webhook-ca-secret=" + ns + "/xoccm-webhook-ca", "--webhook-dns-names=xoccm-webhook." + ns + ".svc",
+		"--webhook-configuration=xoccm", "--leader-elect=true", "--leader-elect-namespace=" + ns},
+		map[string]string{"xoccm-config": configDir, "xo-token": tokensDir + "/xo-token"})
 	create(t, d)
-	status := corev1.ConditionFalse
-	ready := int32(0)
-	if o.available {
-		status, ready = corev1.ConditionTrue, 2
-	}
-	d.Status = appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: ready, AvailableReplicas: ready, UpdatedReplicas: 2,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: status, Reason: "MinimumReplicasUnavailable", Message: "Deployment does not have minimum availability.",
-			LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	if err := env.Client.Status().Update(ctx, d); err != nil {
+	if err := testenv.SetDeploymentAvailable(ctx, env.Client, d, o.available); err != nil {
 		t.Fatal(err)
 	}
-	r.deployment = d
 	for i := range 2 {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("xoccm-%d", i), Namespace: ns, Labels: selector},
-			Spec: *d.Spec.Template.Spec.DeepCopy()}
-		create(t, p)
-		p.Status.Phase = corev1.PodRunning
-		if err := env.Client.Status().Update(ctx, p); err != nil {
+		p := testenv.RunningPod(d, fmt.Sprintf("xoccm-%d", i))
+		if err := testenv.CreateRunningPod(ctx, env.Client, p); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) })
 	}
 	create(t, &corev1.Service{ObjectMeta: meta("xoccm-webhook"), Spec: corev1.ServiceSpec{
-		Selector: selector,
+		Selector: d.Spec.Selector.MatchLabels,
 		Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("webhook")}},
 	}})
 	return r
