@@ -135,15 +135,24 @@ func addressList(as []corev1.NodeAddress) string {
 	return strings.Join(parts, ", ")
 }
 
-// desiredState reports what the VM implies for the Node against what it has: node.Describe
-// and node.Addresses on a copy, as the webhook and the controllers compute them. It returns the
-// described copy (addresses included) and the description.
-func (s *session) desiredState(n *corev1.Node, vm *xo.VM, view *inventory.View) (*corev1.Node, node.Description) {
+// described returns a copy of n described by its VM, as the webhook and the controllers
+// describe it (node.Describe and node.Addresses), and the description.
+func (s *session) described(n *corev1.Node, vm *xo.VM, view *inventory.View) (*corev1.Node, node.Description) {
 	after := n.DeepCopy()
 	desc := node.Describe(view, after, vm, app.LabelOptions(s.cfg))
 	if addrs := node.Addresses(n, vm, app.AddressOptions(s.cfg)); len(addrs) > 0 {
 		after.Status.Addresses = addrs
 	}
+	return after, desc
+}
+
+// missingFix says what XO must report for the fields node.Missing lists.
+const missingFix = "XO must report them for the VM: its pool (region), CPUs and memory (instance type), the host of a running VM (zone), an IP address (its guest tools; or the kubelet's --node-ip)"
+
+// desiredState reports what the VM implies for the Node against what it has (described). It
+// returns the described copy (addresses included) and the description.
+func (s *session) desiredState(n *corev1.Node, vm *xo.VM, view *inventory.View) (*corev1.Node, node.Description) {
+	after, desc := s.described(n, vm, view)
 	if n.Spec.ProviderID == after.Spec.ProviderID {
 		s.rep.ok(secDesired, "providerID %s", after.Spec.ProviderID)
 	} else {
@@ -249,9 +258,10 @@ func (s *session) nextSteps(ctx context.Context, n *corev1.Node, res node.Result
 		say(cloudnode.Name, Line{Status: Failed, Message: "keeps the uninitialized taint and retries with backoff: " + res.String(),
 			Fix: "see VM above"})
 	case uninitialized:
-		if missing := missingFields(after, res.VM); len(missing) > 0 {
+		// The rule of cloud-node (and of the webhook at CREATE), on a copy of the described Node.
+		if missing, _ := node.Initialize(after.DeepCopy(), res.VM, node.InitializedByController); len(missing) > 0 {
 			say(cloudnode.Name, Line{Status: Failed, Message: "sets what it can and keeps the uninitialized taint: missing " + strings.Join(missing, ", "),
-				Fix: "the VM must report them to XO: a running VM its host, every VM its pool, CPUs and memory"})
+				Fix: missingFix})
 		} else {
 			say(cloudnode.Name, Line{Status: Warning, Message: "initializes it: sets the desired state above and lifts the uninitialized taint"})
 		}
@@ -324,25 +334,4 @@ func lifecycleLine(n *corev1.Node, d lifecycle.Decision, settle time.Duration) L
 		return Line{Status: OK, Message: "nothing to do: the Node is Ready (a Ready Node is never deleted)"}
 	}
 	return Line{Status: OK, Message: fmt.Sprintf("nothing to do: the Node is NotReady and its VM is %s", power)}
-}
-
-// missingFields lists the required fields the Node lacks before cloud-node lifts the
-// uninitialized taint.
-// TODO(#33): the lead moves cloud-node's rule into xo/node as one exported function; use it
-// here and remove this copy of controllers/cloudnode's missingFields.
-func missingFields(n *corev1.Node, vm *xo.VM) []string {
-	var missing []string
-	if n.Spec.ProviderID == "" {
-		missing = append(missing, "providerID")
-	}
-	if n.Labels[node.LabelRegion] == "" {
-		missing = append(missing, node.LabelRegion)
-	}
-	if n.Labels[node.LabelInstanceType] == "" {
-		missing = append(missing, node.LabelInstanceType)
-	}
-	if vm.PowerState == xo.PowerStateRunning && n.Labels[node.LabelZone] == "" {
-		missing = append(missing, node.LabelZone)
-	}
-	return missing
 }

@@ -133,10 +133,13 @@ func TestExplainStates(t *testing.T) {
 	t.Run("DeletionRefused", func(t *testing.T) {
 		pool := f.AddPool(t, xosim.PoolSpec{NameLabel: "pool-b"})
 		host := f.AddHost(t, xosim.HostSpec{PoolID: pool, NameLabel: "xcp-b"})
-		vm := f.AddVM(t, xosim.VMSpec{PoolID: pool, HostID: host, NameLabel: "explain-lost", CPUs: 1, Memory: xosim.GiB})
+		vm := f.AddVM(t, xosim.VMSpec{PoolID: pool, HostID: host, NameLabel: "explain-lost", CPUs: 1, Memory: xosim.GiB, IPs: []string{"10.20.1.1"}})
 		f.WaitInventory(t, "the VM listed", func(s *inventory.Snapshot) bool { return s.VM(vm) != nil && s.PoolConnected(pool) })
 		addNode(t, testenv.KubeletNode("explain-lost"))
 		testenv.Reconcile(ctx, t, f.cloudNode, "explain-lost")
+		if node.HasTaint(env.Node(t, "explain-lost").Spec.Taints, node.TaintUninitialized, "") {
+			t.Fatal("cloud-node did not initialize explain-lost")
+		}
 		if err := testenv.SetReady(ctx, env.Client, "explain-lost", false); err != nil {
 			t.Fatal(err)
 		}

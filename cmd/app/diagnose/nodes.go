@@ -46,9 +46,8 @@ func (s *session) checkNodes(ctx context.Context) {
 		default:
 			res, view, err := s.estate.Find(ctx, n)
 			l := resolutionLine(n, res, view, err)
-			if st == stateUninitialized && !s.o.Pre && l.Status == OK {
-				l = Line{Status: Warning, Message: n.Name + ": still uninitialized although " + strings.TrimPrefix(l.Message, n.Name+": "),
-					Fix: "see what the controller will do: explain node " + n.Name}
+			if st == stateUninitialized && !s.o.Pre && res.VM != nil {
+				l = s.stillUninitialized(n, res, view, strings.TrimPrefix(l.Message, n.Name+": "))
 			}
 			s.rep.add(secNodes, l)
 		}
@@ -56,6 +55,18 @@ func (s *session) checkNodes(ctx context.Context) {
 	if !s.o.Pre {
 		s.rep.ok(secNodes, "%d of %d Nodes initialized", initialized, len(list.Items))
 	}
+}
+
+// stillUninitialized words an uninitialized Node whose VM is known: what node.Missing says it
+// lacks once described, as cloud-node describes it, or nothing (cloud-node initializes it at its
+// next look).
+func (s *session) stillUninitialized(n *corev1.Node, res node.Result, view *inventory.View, resolved string) Line {
+	after, _ := s.described(n, res.VM, view)
+	if missing := node.Missing(after, res.VM); len(missing) > 0 {
+		return Line{Status: Failed, Message: fmt.Sprintf("%s: still uninitialized: it %s, but lacks %s", n.Name, resolved, strings.Join(missing, ", ")), Fix: missingFix}
+	}
+	return Line{Status: Warning, Message: n.Name + ": still uninitialized although it " + resolved + " and its description is complete: cloud-node initializes it at its next look",
+		Fix: "if it stays so, see what the controller will do: explain node " + n.Name}
 }
 
 // ignorer returns the config's Node ignore rule (the label alone without a config).

@@ -128,6 +128,11 @@ func TestCheckRelease(t *testing.T) {
 	t.Run("NotAvailableNoEndpointsNoLeader", func(t *testing.T) {
 		r := installRelease(t, "check-release-1", releaseOptions{config: fmt.Sprintf("url: %s\ntokenFile: %s/xo-token/token\n", e.URL, tokensDir), token: token})
 		r.webhookConfiguration(t, testenv.NewCA(t, "ca").PEM)
+		// Nodes no controller initialized: one whose VM has no address, one complete once described.
+		e.vm(t, "release-noip")
+		e.vm(t, "release-complete", "10.30.0.1")
+		addNode(t, testenv.KubeletNode("release-noip"))
+		addNode(t, testenv.KubeletNode("release-complete"))
 		res := run(t, nil, "check", "--kubeconfig="+kc)
 		if res.code != 1 {
 			t.Errorf("exit status %d, want 1", res.code)
@@ -140,6 +145,9 @@ func TestCheckRelease(t *testing.T) {
 		res.failure(t, "need get and update on the Lease", "no leader: there is no Lease check-release-1/"+app.LeaseName)
 		res.failure(t, "failed calling webhook", "a dry-run Node CREATE came back undescribed")
 		res.line(t, "‼", "replica xoccm-0: cannot read its metrics")
+		res.failure(t, "an IP address (its guest tools", "release-noip: still uninitialized: it resolves to VM", "by its name", "but lacks status.addresses")
+		res.line(t, "‼", "release-complete: still uninitialized although it resolves to VM", "its description is complete")
+		res.line(t, "✔", "0 of 2 Nodes initialized")
 		if containsToken(res.out, token) {
 			t.Error("the output holds the token")
 		}
