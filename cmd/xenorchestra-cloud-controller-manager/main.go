@@ -34,7 +34,7 @@ func main() {
 	// invocation takes flags only.
 	if args, ok := diagnose.Args(os.Args); ok {
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := diagnose.Main(ctx, args, os.Stdout, os.Stderr, term.IsTerminal(int(os.Stdout.Fd())), os.Getenv)
+		code := diagnose.Main(ctx, args, os.Stdin, os.Stdout, os.Stderr, term.IsTerminal(int(os.Stdout.Fd())), os.Getenv)
 		cancel()
 		os.Exit(code)
 	}

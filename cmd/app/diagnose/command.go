@@ -83,8 +83,9 @@ Flags:
 
 // Main runs the subcommand args[0] with the rest of args, writes its report to stdout and its
 // usage errors to stderr, and returns the exit status: 0 when nothing failed, 1 when a check
-// failed, 2 for a usage error. terminal says whether stdout is a terminal (colour).
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, terminal bool, env func(string) string) int {
+// failed, 2 for a usage error. stdin is read for --metrics-token-file=-; terminal says whether
+// stdout is a terminal (colour); env reads the environment.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, terminal bool, env func(string) string) int {
 	// The controller's packages log through controller-runtime, client-go through klog (a
 	// port-forward logs each connection the check closes); a subcommand prints a report.
 	ctrl.SetLogger(logr.Discard())
@@ -113,7 +114,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, terminal
 		return 2
 	}
 	o.Colour = terminal && env("NO_COLOR") == "" && env("TERM") != "dumb"
-	o.Env = env
+	o.Env, o.stdin = env, stdin
 
 	var rep *Report
 	if cmd == cmdCheck {
@@ -186,10 +187,11 @@ type Options struct {
 	MetricsEndpoints string
 	// InsecureMetrics sends the token to a replica whose certificate cannot be verified.
 	InsecureMetrics bool
-	// Colour and Env are not flags: Main sets them.
+	// Colour and Env are not flags: Main sets them (Env: the environment, XOA_* and NO_COLOR;
+	// none by default).
 	Colour bool
 	Env    func(string) string
-	// stdin is where --metrics-token-file=- reads (tests set it).
+	// stdin is where --metrics-token-file=- reads (Main sets it).
 	stdin io.Reader
 }
 
@@ -202,7 +204,7 @@ const (
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{WebhookCerts: certsCertManager, Output: "text", Timeout: 20 * time.Second}
+	return &Options{WebhookCerts: certsCertManager, Output: "text", Timeout: 20 * time.Second, Env: func(string) string { return "" }}
 }
 
 // AddFlags binds the options to fs.

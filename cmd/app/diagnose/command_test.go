@@ -50,7 +50,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "Usage:"},
 	} {
 		var out, errOut bytes.Buffer
-		code := Main(context.Background(), c.args, &out, &errOut, false, func(string) string { return "" })
+		code := Main(context.Background(), c.args, nil, &out, &errOut, false, func(string) string { return "" })
 		if code != 2 || !strings.Contains(errOut.String(), c.want) || out.Len() != 0 {
 			t.Errorf("%q: exit %d, stderr %q, stdout %q; want 2, %q, nothing", c.args, code, errOut.String(), out.String(), c.want)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -140,6 +141,9 @@ func (p *podFiles) volumeOf(file string) *corev1.Volume {
 
 // mountOf returns the container's deepest mount holding file.
 func (p *podFiles) mountOf(file string) *corev1.VolumeMount {
+	// A Linux path, whatever the separator of the machine the command runs on (config.LoadFiles
+	// resolves relative paths with it).
+	file = filepath.ToSlash(file)
 	var best *corev1.VolumeMount
 	for i := range p.c.VolumeMounts {
 		m := &p.c.VolumeMounts[i]
@@ -158,6 +162,7 @@ func (p *podFiles) read(file string) ([]byte, error) {
 	if m == nil || v == nil {
 		return nil, errors.New("no volume of the controller's container is mounted there")
 	}
+	file = filepath.ToSlash(file)
 	rel := strings.TrimPrefix(strings.TrimPrefix(file, strings.TrimSuffix(m.MountPath, "/")), "/")
 	if m.SubPath != "" {
 		rel = path.Join(m.SubPath, rel)

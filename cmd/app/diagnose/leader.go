@@ -57,8 +57,11 @@ func (s *session) checkLeader(ctx context.Context) {
 		renewed = lease.Spec.RenewTime.Time
 	}
 	if holder == "" || time.Since(renewed) > duration {
-		s.rep.fail(secLeader, fmt.Sprintf("no leader: the Lease %s/%s was last renewed %s ago (by %q), more than its duration %s: the controllers run nowhere, and no Node is initialized, tainted or deleted",
-			ns, app.LeaseName, since(renewed), holder, duration), logs)
+		when := "was never renewed"
+		if !renewed.IsZero() {
+			when = fmt.Sprintf("was last renewed %s ago (by %q), more than its duration %s", since(renewed), holder, duration)
+		}
+		s.rep.fail(secLeader, fmt.Sprintf("no leader: the Lease %s/%s %s: the controllers run nowhere, and no Node is initialized, tainted or deleted", ns, app.LeaseName, when), logs)
 		return
 	}
 	s.rep.ok(secLeader, "leader: %s (Lease renewed %s ago)", holder, since(renewed))

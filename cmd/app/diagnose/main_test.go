@@ -45,8 +45,14 @@ type result struct {
 // a user's shell would, with text output.
 func run(t *testing.T, environ map[string]string, args ...string) result {
 	t.Helper()
+	return runWithStdin(t, "", environ, args...)
+}
+
+// runWithStdin is run with stdin as the standard input.
+func runWithStdin(t *testing.T, stdin string, environ map[string]string, args ...string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code := Main(context.Background(), args, &out, &errOut, false, func(k string) string { return environ[k] })
+	code := Main(context.Background(), args, strings.NewReader(stdin), &out, &errOut, false, func(k string) string { return environ[k] })
 	t.Logf("%s → exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
 	return result{out: out.String(), errOut: errOut.String(), code: code}
 }

@@ -101,7 +101,7 @@ func (s *session) checkReplicas(ctx context.Context) {
 			s.rep.warn(secReplicas, fmt.Sprintf("replica %s serves its metrics over plain HTTP, without authentication: anyone who reaches the Pod reads them", t.Name),
 				"serve the metrics over HTTPS behind authentication (docs/metrics.md)")
 		}
-		s.inventoryState(t.Name, fams)
+		s.inventoryState(t, fams)
 	}
 }
 
@@ -154,8 +154,8 @@ func (sc *scraper) setAuth() error {
 	if f := s.o.MetricsTokenFile; f != "" {
 		var b []byte
 		var err error
-		if f == "-" {
-			b, err = io.ReadAll(io.LimitReader(s.stdin(), 1<<20))
+		if f == "-" && s.o.stdin != nil {
+			b, err = io.ReadAll(io.LimitReader(s.o.stdin, 1<<20))
 		} else {
 			b, err = os.ReadFile(f)
 		}
@@ -192,14 +192,6 @@ func (sc *scraper) setAuth() error {
 		return w
 	}
 	return nil
-}
-
-// stdin is where --metrics-token-file=- reads.
-func (s *session) stdin() io.Reader {
-	if s.o.stdin != nil {
-		return s.o.stdin
-	}
-	return os.Stdin
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -308,13 +300,20 @@ func (sc *scraper) scrape(ctx context.Context, t target) (map[string]*dto.Metric
 // inventoryState checks, from one replica's metrics, that its inventory of each XO server is
 // current: listed, and kept current by the event stream or listed less than
 // inventory.staleAfter ago; and says which pools still settle.
-func (s *session) inventoryState(replica string, fams map[string]*dto.MetricFamily) {
+func (s *session) inventoryState(t target, fams map[string]*dto.MetricFamily) {
+	replica, logs := t.Name, "the replica's log"
+	if t.Pod != "" {
+		logs = "kubectl -n " + t.Namespace + " logs " + t.Pod
+	}
 	byServer := func(name string) map[string]float64 {
 		out := map[string]float64{}
 		if f := fams[name]; f != nil {
 			for _, m := range f.Metric {
-				if m.Gauge != nil {
+				switch {
+				case m.Gauge != nil:
 					out[label(m, "server")+"/"+label(m, "state")] = m.Gauge.GetValue()
+				case m.Untyped != nil: // an exposition without # TYPE lines
+					out[label(m, "server")+"/"+label(m, "state")] = m.Untyped.GetValue()
 				}
 			}
 		}
@@ -344,7 +343,7 @@ func (s *session) inventoryState(replica string, fams map[string]*dto.MetricFami
 		ts, listed := sync[name+"/"]
 		if !listed {
 			s.rep.fail(secReplicas, who+": never listed: the replica is not Ready, and its webhook cannot describe this server's Nodes",
-				"see XO servers above; the replica's log says why (XO relist failed): kubectl -n "+s.rel.Namespace+" logs "+replica)
+				"see XO servers above; the replica's log says why (XO relist failed): "+logs)
 			continue
 		}
 		age := time.Since(time.Unix(int64(ts), 0)).Round(time.Second)
@@ -352,7 +351,7 @@ func (s *session) inventoryState(replica string, fams map[string]*dto.MetricFami
 		switch {
 		case stream[name+"/"] != 1 && age > staleAfter:
 			s.rep.fail(secReplicas, fmt.Sprintf("%s: the inventory is stale: last listing %s ago and no event stream (inventory.staleAfter %s): matches by name or address, taints and deletions wait", who, age, staleAfter),
-				"the replica's log says why (XO relist failed, XO event stream broken): kubectl -n "+s.rel.Namespace+" logs "+replica)
+				"the replica's log says why (XO relist failed, XO event stream broken): "+logs)
 		case settling > 0:
 			s.rep.warn(secReplicas, fmt.Sprintf("%s: %g pool(s) still settling after a (re)connection (inventory.settleTime): matches by name or address and deletions wait for them", who, settling),
 				"they settle by themselves within the settle time; a pool settling for long is reconnecting again and again (XO's logs)")
