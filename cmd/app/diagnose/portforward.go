@@ -52,6 +52,10 @@ func (t *tunnel) explain(err error) error {
 	return err
 }
 
+// errTunnel marks a port-forward that could not be opened: the user's permissions (create on
+// pods/portforward) or the way from the API server to the kubelet, not the target itself.
+var errTunnel = errors.New("no port-forward")
+
 // open opens a way to the target: a port-forward through the API server to a Pod's port, as
 // kubectl port-forward does (SPDY over WebSocket, falling back to SPDY), on a free loopback
 // port; or nothing for an address dialled directly.
@@ -59,6 +63,15 @@ func (s *session) open(ctx context.Context, t target) (*tunnel, error) {
 	if t.Addr != "" {
 		return &tunnel{Addr: t.Addr}, nil
 	}
+	tun, err := s.forward(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("%w to Pod %s/%s port %d: %w", errTunnel, t.Namespace, t.Pod, t.Port, err)
+	}
+	return tun, nil
+}
+
+// forward opens the port-forward of open.
+func (s *session) forward(ctx context.Context, t target) (*tunnel, error) {
 	url := s.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(t.Namespace).Name(t.Pod).SubResource("portforward").URL()
 	rt, upgrader, err := spdy.RoundTripperFor(s.rest)
 	if err != nil {
@@ -86,7 +99,7 @@ func (s *session) open(ctx context.Context, t target) (*tunnel, error) {
 	case <-ready:
 	case <-done:
 		cancel()
-		return nil, fmt.Errorf("port-forward to Pod %s/%s port %d: %w", t.Namespace, t.Pod, t.Port, fwErr)
+		return nil, fwErr
 	case <-ctx.Done():
 		cancel()
 		<-done
@@ -96,7 +109,7 @@ func (s *session) open(ctx context.Context, t target) (*tunnel, error) {
 	ports, err := fw.GetPorts()
 	if err != nil || len(ports) == 0 {
 		stop()
-		return nil, errors.Join(errors.New("port-forward: no local port"), err)
+		return nil, errors.Join(errors.New("no local port"), err)
 	}
 	return &tunnel{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local))), stop: stop, errs: errs}, nil
 }

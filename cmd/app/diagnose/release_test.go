@@ -96,6 +96,19 @@ func (r *fakeRelease) endpoint(t *testing.T, addr string) {
 	})
 }
 
+// podEndpoint adds an EndpointSlice of the webhook Service with one ready endpoint, the Pod
+// pod (check reaches it through a port-forward, which needs a kubelet).
+func (r *fakeRelease) podEndpoint(t *testing.T, pod string) {
+	t.Helper()
+	create(t, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "xoccm-webhook-pod", Namespace: r.ns, Labels: map[string]string{discoveryv1.LabelServiceName: "xoccm-webhook"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.5"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: r.ns, Name: pod}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(9443))}},
+	})
+}
+
 // webhookConfiguration installs the chart's MutatingWebhookConfiguration with caBundle.
 func (r *fakeRelease) webhookConfiguration(t *testing.T, caBundle []byte) {
 	t.Helper()
@@ -158,11 +171,16 @@ func TestCheckRelease(t *testing.T) {
 		served := testenv.NewCA(t, "served-ca")
 		addr := serveTLS(t, served, "xoccm-webhook.check-release-2.svc")
 		r.endpoint(t, addr)
+		r.podEndpoint(t, "xoccm-1")
 		r.webhookConfiguration(t, testenv.NewCA(t, "other-ca").PEM)
 		r.lease(t, "xoccm-0_1234", time.Now().Add(-time.Minute))
 		res := run(t, nil, "check", "--kubeconfig="+kc)
 		res.line(t, "✔", "Deployment xoccm available: 2 of 2 replicas ready")
-		res.line(t, "✔", "Service check-release-2/xoccm-webhook has 1 ready endpoint(s)")
+		res.line(t, "✔", "Service check-release-2/xoccm-webhook has 2 ready endpoint(s)")
+		// No kubelet here: the Pod behind the second endpoint cannot be reached.
+		if _, fix := res.line(t, "‼", "cannot check the certificate served at Pod xoccm-1", "no port-forward"); !strings.Contains(fix, "pods/portforward") {
+			t.Errorf("the port-forward's fix %q does not name the permission", fix)
+		}
 		res.failure(t, "webhook-ca-injector", "the caBundle does not verify the certificate served at "+hostOf(addr), "for xoccm-webhook.check-release-2.svc", "x509")
 		res.failure(t, "need get and update on the Lease", "no leader: the Lease check-release-2/"+app.LeaseName+" was last renewed 1m", "xoccm-0_1234")
 

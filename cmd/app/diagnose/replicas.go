@@ -89,6 +89,8 @@ func (s *session) checkReplicas(ctx context.Context) {
 				l.Fix = "make the metrics endpoint's certificate verifiable (docs/metrics.md), or pass --insecure-skip-metrics-tls-verify to send your token anyway"
 			case errors.Is(err, errNoToken):
 				l.Fix = tokenFix
+			case errors.Is(err, errTunnel):
+				l.Fix = "a port-forward needs create on pods/portforward in " + t.Namespace + ", and the API server's way to the kubelet (kubectl port-forward fails alike)"
 			case errors.As(err, &status) && status == http.StatusUnauthorized:
 				l.Fix = "the endpoint reviews bearer tokens with the API server: " + tokenFix
 			case errors.As(err, &status) && status == http.StatusForbidden:

@@ -198,9 +198,14 @@ func (s *session) checkServedCertificate(ctx context.Context, t target, serverNa
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	chain, err := s.servedChain(ctx, t, serverName)
-	if err != nil {
+	switch {
+	case errors.Is(err, errTunnel):
+		s.rep.warn(secWebhook, fmt.Sprintf("cannot check the certificate served at %s: %v", t.Name, err),
+			"a port-forward needs create on pods/portforward in "+t.Namespace+", and the API server's way to the kubelet (kubectl port-forward fails alike)")
+		return
+	case err != nil:
 		s.rep.fail(secWebhook, fmt.Sprintf("cannot reach the webhook at %s: %v", t.Name, err),
-			"the API server cannot either: look at the replica's logs (kubectl -n "+s.rel.Namespace+" logs ...) and at its readiness")
+			"the API server cannot either: look at the replica's log and readiness (kubectl -n "+s.rel.Namespace+" describe pod)")
 		return
 	}
 	if err := verifyChain(chain, roots, serverName); err != nil {
