@@ -93,6 +93,9 @@ func (s *session) checkReplicas(ctx context.Context) {
 				l.Fix = "a port-forward needs create on pods/portforward in " + t.Namespace + ", and the API server's way to the kubelet (kubectl port-forward fails alike)"
 			case errors.As(err, &status) && status == http.StatusUnauthorized:
 				l.Fix = "the endpoint reviews bearer tokens with the API server: " + tokenFix
+			case errors.As(err, &status) && status == http.StatusInternalServerError:
+				// controller-runtime's authentication filter answers so when the TokenReview rejects the token.
+				l.Fix = "the API server did not accept your token (expired, or of a deleted ServiceAccount): " + tokenFix
 			case errors.As(err, &status) && status == http.StatusForbidden:
 				l.Fix = "grant your user get on the non-resource URL /metrics (a ClusterRole with nonResourceURLs: [\"/metrics\"], verbs: [\"get\"])"
 			}
