@@ -159,8 +159,12 @@ func (sc *scraper) setAuth() error {
 	if f := s.o.MetricsTokenFile; f != "" {
 		var b []byte
 		var err error
-		if f == "-" && s.o.stdin != nil {
-			b, err = io.ReadAll(io.LimitReader(s.o.stdin, 1<<20))
+		if f == "-" {
+			in := s.o.stdin
+			if in == nil {
+				in = os.Stdin
+			}
+			b, err = io.ReadAll(io.LimitReader(in, 1<<20))
 		} else {
 			b, err = os.ReadFile(f)
 		}
