@@ -69,8 +69,7 @@ func (s *session) explainNode(ctx context.Context, sec string, n *corev1.Node) {
 		s.rep.ok(sec, "another provider's providerID: the controller leaves it alone")
 		return
 	case stateNoCloudProvider:
-		s.rep.fail(sec, fmt.Sprintf("registered by a kubelet without --cloud-provider=external (no providerID, no %s taint): cloud-node never initializes it", node.TaintUninitialized),
-			"restart its kubelet with --cloud-provider=external, then delete the Node (kubectl delete node "+n.Name+"): the kubelet registers it again, tainted, and it is initialized")
+		s.rep.add(sec, noCloudProvider(n))
 	}
 	if s.estate == nil {
 		s.rep.warn(secVM, "its VM is not looked for without the XO config", "pass the controller's config with --config")

@@ -95,6 +95,14 @@ func TestExplainStates(t *testing.T) {
 		r.line(t, "·", "cloud-node-lifecycle: nothing until the Node has a providerID")
 	})
 
+	t.Run("KubeletWithoutCloudProvider", func(t *testing.T) {
+		f.vm(t, "explain-noflag", "10.20.0.7")
+		addNode(t, testenv.KubeletNode("explain-noflag", testenv.Initialized()))
+		r := f.explain(t, "explain-noflag")
+		r.failure(t, "restart its kubelet with --cloud-provider=external", "registered by a kubelet without --cloud-provider=external")
+		r.line(t, "‼", "providerID to set")
+	})
+
 	t.Run("UninitializedResolvable", func(t *testing.T) {
 		vm := f.vm(t, "explain-new", "10.20.0.9")
 		addNode(t, testenv.KubeletNode("explain-new"))

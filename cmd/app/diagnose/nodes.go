@@ -37,8 +37,9 @@ func (s *session) checkNodes(ctx context.Context) {
 			s.rep.warn(secNodes, fmt.Sprintf("%s: another provider's providerID %q: the controller leaves it alone", n.Name, n.Spec.ProviderID),
 				fmt.Sprintf("if it is an XO VM, label it %s=true to say so, or delete the Node and restart its kubelet without --provider-id", node.LabelIgnore))
 		case st == stateNoCloudProvider:
-			s.rep.fail(secNodes, fmt.Sprintf("%s: registered by a kubelet without --cloud-provider=external (no providerID, no %s taint): the controller never initializes it", n.Name, node.TaintUninitialized),
-				"restart its kubelet with --cloud-provider=external, then delete the Node (kubectl delete node "+n.Name+"): the kubelet registers it again, tainted, and it is initialized")
+			l := noCloudProvider(n)
+			l.Message = n.Name + ": " + l.Message
+			s.rep.add(secNodes, l)
 		case st == stateInitialized && !s.o.Pre:
 			initialized++
 		case s.estate == nil:
@@ -67,6 +68,13 @@ func (s *session) stillUninitialized(n *corev1.Node, res node.Result, view *inve
 	}
 	return Line{Status: Warning, Message: n.Name + ": still uninitialized although it " + resolved + " and its description is complete: cloud-node initializes it at its next look",
 		Fix: "if it stays so, see what the controller will do: explain node " + n.Name}
+}
+
+// noCloudProvider is the failure of a Node registered without --cloud-provider=external.
+func noCloudProvider(n *corev1.Node) Line {
+	return Line{Status: Failed,
+		Message: fmt.Sprintf("registered by a kubelet without --cloud-provider=external (no providerID, no %s taint): the controller never initializes it", node.TaintUninitialized),
+		Fix:     "restart its kubelet with --cloud-provider=external, then delete the Node (kubectl delete node " + n.Name + "): the kubelet registers it again, tainted, and it is initialized"}
 }
 
 // ignorer returns the config's Node ignore rule (the label alone without a config).
