@@ -128,6 +128,18 @@ chart-package: ## Package the chart into $(DIST) for `helm push` to an OCI regis
 docker-build: ## Build the image $(IMAGE) (same build steps as `make build`).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
+# SOURCE is the checkout make release builds (default this one; an earlier commit extracted with
+# `git archive` builds an earlier release), CHANGELOG the file its notes come from.
+SOURCE    ?= $(CURDIR)
+CHANGELOG ?= $(SOURCE)/CHANGELOG.md
+
+.PHONY: release
+release: ## Build release VERSION=vX.Y.Z into $(DIST): binary, image (OCI layout), chart pinned to the image's digest, manifests, SBOM, SHA256SUMS, notes from CHANGELOG.md.
+	@tools="$$(hack/testbin.sh helm cyclonedx-gomod)" && \
+	go -C test run ./release -version "$(VERSION)" -dist "$(abspath $(DIST))" -source "$(abspath $(SOURCE))" \
+		-changelog "$(abspath $(CHANGELOG))" -render-manifests "$(CURDIR)/hack/render-manifests.sh" \
+		-helm "$$tools/helm" -cyclonedx-gomod "$$tools/cyclonedx-gomod"
+
 # IMAGE_TAR is where `make image` writes the image, in `docker save` format: `ctr images import`
 # and `docker load` read it.
 IMAGE_TAR ?= $(DIST)/image.tar

@@ -11,6 +11,12 @@
 #                                the demo command as bin/demo, in the same build
 #   hack/testbin.sh --path       print the directory only (no build)
 #
+# Besides the Kubernetes binaries, NAME may be a tool the release and its tests use, each
+# `go install`ed once per version into $TESTBIN_DIR/tools/NAME-vVERSION and linked into the
+# directory: registry (the CNCF registry, distribution's cmd/registry: the real-node tier's OCI
+# registry), crane (go-containerregistry's: pushes the release's image there) and
+# cyclonedx-gomod (the release's SBOM).
+#
 # A cold build is mostly compilation (on 2 cores, about 9 and a half to 12 minutes for etcd and
 # kube-apiserver, see BENCHMARKS.md, "Cold start"), so this script compiles each package once:
 # etcd, the Kubernetes binaries and the demo are built by one `go build` in one module graph
@@ -22,13 +28,27 @@
 # builds, a line every 15 s says what and for how long.
 #
 # Environment: TESTBIN_DIR (cache root, default ~/.cache/xenorchestra-ccm/testbin),
-# TESTBIN_NO_KUBELET=1 to leave the kubelet, kube-scheduler and kube-controller-manager out when
-# no NAME is given (only the real-node tests, test/kubelet, need them).
+# TESTBIN_NO_KUBELET=1 to leave the kubelet, kube-scheduler, kube-controller-manager, registry
+# and crane out when no NAME is given (only the real-node tests, test/kubelet, need them),
+# K8S_VERSION (default 1.37.2, the newest supported) to build another supported Kubernetes
+# version into a directory of its own: a full version, e.g. 1.34.4 (`go list -m -versions
+# k8s.io/kubernetes` lists them); CI tests the oldest supported minor this way.
 set -euo pipefail
 
-K8S_VERSION=1.37.2
+# K8S_MINORS are the Kubernetes minors the project supports (README, "Supported Kubernetes
+# versions"; the chart's kubeVersion): the three upstream supports and one older.
+K8S_MINORS="1.34 1.35 1.36 1.37"
+K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=3.7.3
 HELM_VERSION=3.22.0
+
+if [[ ! "$K8S_VERSION" =~ ^1\.[0-9]+\.[0-9]+$ || " $K8S_MINORS " != *" ${K8S_VERSION%.*} "* ]]; then
+  echo "testbin: K8S_VERSION=$K8S_VERSION: want a full version of a supported minor ($K8S_MINORS), e.g. ${K8S_MINORS%% *}.0" >&2
+  exit 2
+fi
+REGISTRY_VERSION=3.1.2
+CRANE_VERSION=0.22.1
+CYCLONEDX_GOMOD_VERSION=1.10.0
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${TESTBIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/xenorchestra-ccm/testbin}
@@ -43,13 +63,14 @@ if [[ "${1:-}" == "--demo" ]]; then
 fi
 want=("$@")
 if ((${#want[@]} == 0)); then
-  want=(etcd kube-apiserver kubectl helm)
-  [[ "${TESTBIN_NO_KUBELET:-}" == 1 ]] || want+=(kubelet kube-scheduler kube-controller-manager)
+  want=(etcd kube-apiserver kubectl helm cyclonedx-gomod)
+  [[ "${TESTBIN_NO_KUBELET:-}" == 1 ]] || want+=(kubelet kube-scheduler kube-controller-manager registry crane)
 fi
 for b in "${want[@]}"; do
   case $b in
     etcd | kube-apiserver | kubectl | kubelet | kube-scheduler | kube-controller-manager | helm) ;;
-    *) echo "testbin: unknown binary $b (etcd, kube-apiserver, kubectl, kubelet, kube-scheduler, kube-controller-manager, helm)" >&2; exit 2 ;;
+    registry | crane | cyclonedx-gomod) ;;
+    *) echo "testbin: unknown binary $b (etcd, kube-apiserver, kubectl, kubelet, kube-scheduler, kube-controller-manager, helm, registry, crane, cyclonedx-gomod)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " ${want[*]} " == *" $1 "* ]]; }
@@ -164,6 +185,37 @@ build_helm() {
   go build -gcflags="$gcflags" -ldflags "$ld" -o "$bin/helm" helm.sh/helm/v3/cmd/helm
 }
 
+# has_module NAME MODULE VERSION: true when bin/NAME is a Go binary of MODULE at VERSION (as go
+# install stamps it: the tools' own version commands differ, and some print none).
+has_module() {
+  [[ -x "$bin/$1" ]] || return 1
+  local out
+  out=$(go version -m "$bin/$1" 2>/dev/null) || return 1
+  [[ "$out" == *$'\tmod\t'"$2"$'\t'"$3"* ]]
+}
+
+# install_tool NAME PACKAGE VERSION: go install PACKAGE@VERSION into the tools cache, once per
+# version whatever K8S_VERSION, and link it into bin as NAME.
+install_tool() {
+  local name=$1 pkg=$2 version=$3 dir="$root/tools/$1-$3"
+  if [[ ! -x "$dir/$name" ]]; then
+    # GOFLAGS=-mod=mod (above) is refused by go install pkg@version.
+    GOFLAGS= GOBIN="$dir" go install -trimpath -ldflags "-s -w" "$pkg@$version"
+  fi
+  ln -sfn "$dir/$name" "$bin/$name"
+}
+
+# build_registry builds the CNCF registry (distribution), that the real-node tier serves the
+# release's chart and image from.
+build_registry() { install_tool registry github.com/distribution/distribution/v3/cmd/registry "v$REGISTRY_VERSION"; }
+
+# build_crane builds crane, that pushes the release's image (an OCI layout) to a registry.
+build_crane() { install_tool crane github.com/google/go-containerregistry/cmd/crane "v$CRANE_VERSION"; }
+
+# build_cyclonedx_gomod builds cyclonedx-gomod, that writes the release's SBOM from the
+# binary's module information.
+build_cyclonedx_gomod() { install_tool cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod "v$CYCLONEDX_GOMOD_VERSION"; }
+
 # What is missing.
 k8s=()
 if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version; then k8s+=(etcd); fi
@@ -222,5 +274,8 @@ fi
 if ((demo)); then k8s+=(demo); fi
 if ((${#k8s[@]})); then start "${k8s[*]} (Kubernetes v$K8S_VERSION, etcd v$ETCD_VERSION)" build "${k8s[@]}"; fi
 if ((helm)); then start "helm v$HELM_VERSION" build_helm; fi
+if wants registry && ! has_module registry github.com/distribution/distribution/v3 "v$REGISTRY_VERSION"; then start "registry v$REGISTRY_VERSION" build_registry; fi
+if wants crane && ! has_module crane github.com/google/go-containerregistry "v$CRANE_VERSION"; then start "crane v$CRANE_VERSION" build_crane; fi
+if wants cyclonedx-gomod && ! has_module cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod "v$CYCLONEDX_GOMOD_VERSION"; then start "cyclonedx-gomod v$CYCLONEDX_GOMOD_VERSION" build_cyclonedx_gomod; fi
 wait_all
 echo "$bin"

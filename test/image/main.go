@@ -1,24 +1,19 @@
-// Command image builds the controller's container image without a Docker daemon or a registry,
-// as ko does: the binary `make build` wrote, on a base like gcr.io/distroless/static-debian12:nonroot,
-// written as a tarball in `docker save` format that `ctr images import` and `docker load` read.
+// Command image builds the controller's container image without a Docker daemon or a registry
+// (test/internal/ociimage): the binary `make build` wrote, on a base like
+// gcr.io/distroless/static-debian12:nonroot, written as a tarball in `docker save` format that
+// `ctr images import` and `docker load` read (-o), and/or as an OCI image layout in a tar archive
+// (-oci), the release's format, that `crane push` (once extracted), `skopeo copy oci-archive:`
+// and `ctr images import` read.
 //
 //	go -C test run ./image -binary $PWD/bin/xenorchestra-cloud-controller-manager -version v1.2.3 -tag IMAGE -o $PWD/dist/image.tar
-//	go -C test run ./image -pause -tag IMAGE -o $PWD/dist/pause.tar
+//	go -C test run ./image -pause -tag IMAGE -oci $PWD/dist/pause.oci.tar
 //
-// `make image` runs the first after `make build`. With -pause it builds test/image/pause instead, a
-// program that only waits for SIGTERM, on the same base, for tests that need a container to run.
-//
-// The image format (layer digests and diffIDs, config, manifest, the archive's manifest.json) is
-// go-containerregistry's, the library ko and crane are built on, rather than code of ours; only the
-// layers' files are ours. The base is made here rather than pulled, as there is no registry to
-// pull from: the build machine's CA bundle (Debian's ca-certificates), /etc/passwd and /etc/group
-// with root and nonroot (65532) as distroless has them, /home/nonroot and /tmp. No shell, no
-// package database. Every file has a fixed time and owner, so the same binary and CA bundle give
-// the same image digest.
+// `make image` runs the first after `make build`; `make release` builds its image with the same
+// package. With -pause it builds test/image/pause instead, a program that only waits for
+// SIGTERM, on the same base, for tests that need a container to run.
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"errors"
 	"flag"
@@ -28,14 +23,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/internal/ociimage"
 )
 
 const (
@@ -44,17 +36,12 @@ const (
 	// pausePkg is the program -pause builds, by import path so that it resolves from any folder
 	// of the module.
 	pausePkg = "github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/image/pause"
-	// nonroot is distroless's nonroot user and group, the chart's runAsUser.
-	nonroot = 65532
 )
-
-// epoch is the time of every file and of the image: fixed, so that builds are reproducible.
-var epoch = time.Unix(0, 0).UTC()
 
 // options are the command's flags.
 type options struct {
-	binary, caBundle, tag, version, source, arch, out string
-	pause                                             bool
+	binary, caBundle, tag, version, source, arch, out, oci string
+	pause                                                  bool
 }
 
 func (o *options) addFlags(fs *flag.FlagSet) {
@@ -65,7 +52,8 @@ func (o *options) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.version, "version", "dev", "the version, for the org.opencontainers.image.version label")
 	fs.StringVar(&o.source, "source", "https://github.com/xenorchestra-k8s/"+binaryName, "the org.opencontainers.image.source label")
 	fs.StringVar(&o.arch, "arch", runtime.GOARCH, "the image's architecture: the GOARCH the binary was built for")
-	fs.StringVar(&o.out, "o", "", "the tarball to write (required)")
+	fs.StringVar(&o.out, "o", "", "the `docker save` tarball to write (-o or -oci is required)")
+	fs.StringVar(&o.oci, "oci", "", "the OCI image layout to write, as a tar archive")
 }
 
 // validate returns every error of the options.
@@ -80,8 +68,8 @@ func (o *options) validate() error {
 	if o.pause && o.tag == "" {
 		errs = append(errs, errors.New("-pause needs -tag"))
 	}
-	if o.out == "" {
-		errs = append(errs, errors.New("-o is required"))
+	if o.out == "" && o.oci == "" {
+		errs = append(errs, errors.New("-o or -oci is required"))
 	}
 	if o.arch == "" {
 		errs = append(errs, errors.New("-arch is empty"))
@@ -96,7 +84,8 @@ func main() {
 	}
 }
 
-// run builds the image the arguments describe, writes it and prints its name and digest on w.
+// run builds the image the arguments describe, writes it and prints, for each file written, its
+// path, name and digest on w.
 func run(args []string, w io.Writer) error {
 	var o options
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
@@ -139,19 +128,30 @@ func run(args []string, w io.Writer) error {
 		return fmt.Errorf("no CA bundle at %s (%v): install Debian's ca-certificates package or pass -ca-certificates", o.caBundle, err)
 	}
 
-	img, err := build(ca, entry, bin, o)
-	if err != nil {
-		return err
+	for _, out := range []struct {
+		path  string
+		oci   bool
+		write func(string, name.Tag, v1.Image) error
+	}{{o.out, false, ociimage.WriteTarball}, {o.oci, true, ociimage.WriteLayout}} {
+		if out.path == "" {
+			continue
+		}
+		img, err := ociimage.Build(ociimage.Spec{Entry: entry, Binary: bin, CABundle: ca, Arch: o.arch, Version: o.version, Source: o.source, OCI: out.oci})
+		if err != nil {
+			return err
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return err
+		}
+		if err := out.write(out.path, tag, img); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s %s@%s\n", out.path, tag, digest); err != nil {
+			return err
+		}
 	}
-	if err := write(o.out, tag, img); err != nil {
-		return err
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s %s@%s\n", o.out, tag, digest)
-	return err
+	return nil
 }
 
 // buildPause builds test/image/pause static for linux/arch into dir and returns its path.
@@ -164,110 +164,4 @@ func buildPause(dir, arch string) (string, error) {
 		return "", fmt.Errorf("build %s: %w", pausePkg, err)
 	}
 	return out, nil
-}
-
-// build returns the image: the base layer, then a layer with bin at /entry, run as nonroot.
-func build(ca []byte, entry string, bin []byte, o options) (v1.Image, error) {
-	base, err := layer([]file{
-		{name: "etc/", mode: 0o755},
-		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{name: "etc/ssl/", mode: 0o755},
-		{name: "etc/ssl/certs/", mode: 0o755},
-		{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: ca},
-		{name: "home/", mode: 0o755},
-		{name: "home/nonroot/", mode: 0o700, owner: nonroot},
-		{name: "tmp/", mode: 0o1777},
-	})
-	if err != nil {
-		return nil, err
-	}
-	app, err := layer([]file{{name: entry, mode: 0o755, data: bin}})
-	if err != nil {
-		return nil, err
-	}
-	user := fmt.Sprintf("%d:%d", nonroot, nonroot)
-	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
-		Architecture: o.arch,
-		OS:           "linux",
-		Created:      v1.Time{Time: epoch},
-		// Env and WorkingDir are distroless static nonroot's.
-		Config: v1.Config{
-			User:       user,
-			Entrypoint: []string{"/" + entry},
-			Env: []string{
-				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-			},
-			WorkingDir: "/home/nonroot",
-			Labels: map[string]string{
-				"org.opencontainers.image.version": o.version,
-				"org.opencontainers.image.source":  o.source,
-			},
-		},
-		RootFS: v1.RootFS{Type: "layers"},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "test/image: base like distroless static nonroot (CA bundle, passwd, group, /home/nonroot, /tmp)"}},
-		mutate.Addendum{Layer: app, History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "test/image: COPY " + entry + " /" + entry}},
-	)
-}
-
-// file is one entry of a layer: a folder if its name ends in /. Owned by root unless owner is set.
-type file struct {
-	name  string
-	mode  int64
-	owner int
-	data  []byte
-}
-
-// layer returns a layer of files with the time epoch, in the order given, as ko makes its own.
-func layer(files []file) (v1.Layer, error) {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, f := range files {
-		h := &tar.Header{Name: f.name, Mode: f.mode, Uid: f.owner, Gid: f.owner, ModTime: epoch, Typeflag: tar.TypeReg, Size: int64(len(f.data))}
-		if strings.HasSuffix(f.name, "/") {
-			h.Typeflag, h.Size = tar.TypeDir, 0
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(b.Bytes())), nil
-	})
-}
-
-// write writes img tagged tag to out, through a temporary file so that out is whole or absent.
-func write(out string, tag name.Tag, img v1.Image) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".image-*.tar")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tarball.Write(tag, img, tmp); err != nil {
-		_ = tmp.Close()
-		return fmt.Errorf("write %s: %w", out, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	// CreateTemp's 0600 would keep the image from other users.
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), out)
 }

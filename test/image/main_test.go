@@ -15,8 +15,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/internal/ociimage"
 )
 
 const testTag = "example.test/xenorchestra-ccm:v9.9.9-test"
@@ -129,7 +133,7 @@ func checkImage(t *testing.T, img v1.Image, entrypoint string, bin []byte) {
 		"etc/ssl/certs":                     {0o755, 0, true},
 		"etc/ssl/certs/ca-certificates.crt": {0o644, 0, false},
 		"home":                              {0o755, 0, true},
-		"home/nonroot":                      {0o700, nonroot, true},
+		"home/nonroot":                      {0o700, ociimage.NonRoot, true},
 		"tmp":                               {0o1777, 0, true},
 		entrypoint:                          {0o755, 0, false},
 	}
@@ -220,6 +224,131 @@ func TestImage(t *testing.T) {
 	}
 }
 
+// TestOCILayout: -oci writes the same image as an OCI image layout in a tar archive, with OCI
+// media types, its index entry named after the tag and its platform, reproducibly; -o and -oci
+// together write both.
+func TestOCILayout(t *testing.T) {
+	dir := t.TempDir()
+	bin := writeFile(t, dir, "fake", []byte("\x7fELF not really a binary\n"))
+	ca := writeFile(t, dir, "ca.crt", fakeCA)
+	build := func(out string) []byte {
+		t.Helper()
+		args := []string{"-binary", bin, "-version", "v9.9.9-test", "-ca-certificates", ca, "-tag", testTag, "-o", filepath.Join(dir, "docker.tar"), "-oci", out}
+		var stdout bytes.Buffer
+		if err := run(args, &stdout); err != nil {
+			t.Fatalf("run %q: %v", args, err)
+		}
+		if lines := strings.Split(strings.TrimSpace(stdout.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], out+" "+testTag+"@sha256:") {
+			t.Errorf("printed %q, want a line for each archive", stdout.String())
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	out := filepath.Join(dir, "image.oci.tar")
+	first := build(out)
+	if again := build(filepath.Join(dir, "again.oci.tar")); !bytes.Equal(first, again) {
+		t.Error("two builds of the same binary wrote different OCI archives")
+	}
+
+	// Read back with the library's layout reader, from the extracted archive as crane push does.
+	extracted := filepath.Join(dir, "layout")
+	untar(t, bytes.NewReader(first), extracted)
+	idx, err := layout.ImageIndexFromPath(extracted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 1 {
+		t.Fatalf("index holds %d manifests, want 1", len(im.Manifests))
+	}
+	desc := im.Manifests[0]
+	if desc.MediaType != types.OCIManifestSchema1 {
+		t.Errorf("manifest media type %s, want %s", desc.MediaType, types.OCIManifestSchema1)
+	}
+	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != "v9.9.9-test" {
+		t.Errorf("ref.name annotation %q, want the tag", got)
+	}
+	if got := desc.Annotations["io.containerd.image.name"]; got != testTag {
+		t.Errorf("io.containerd.image.name annotation %q, want %s", got, testTag)
+	}
+	if desc.Platform == nil || desc.Platform.OS != "linux" || desc.Platform.Architecture == "" {
+		t.Errorf("platform %+v, want linux/<arch>", desc.Platform)
+	}
+	img, err := idx.Image(desc.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, img, binaryName, []byte("\x7fELF not really a binary\n"))
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.MediaType != types.OCIConfigJSON {
+		t.Errorf("config media type %s, want %s", m.Config.MediaType, types.OCIConfigJSON)
+	}
+	for _, l := range m.Layers {
+		if l.MediaType != types.OCILayer {
+			t.Errorf("layer media type %s, want %s", l.MediaType, types.OCILayer)
+		}
+	}
+	// The docker save tarball holds the same config and layers, under Docker's media types.
+	tag, _ := name.NewTag(testTag)
+	docker, err := tarball.ImageFromPath(filepath.Join(dir, "docker.tar"), &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, err := docker.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dm.Config.Digest != m.Config.Digest || len(dm.Layers) != len(m.Layers) {
+		t.Fatalf("-o wrote config %s and %d layers, -oci %s and %d", dm.Config.Digest, len(dm.Layers), m.Config.Digest, len(m.Layers))
+	}
+	for i := range m.Layers {
+		if dm.Layers[i].Digest != m.Layers[i].Digest {
+			t.Errorf("layer %d: -o wrote %s, -oci %s", i, dm.Layers[i].Digest, m.Layers[i].Digest)
+		}
+	}
+}
+
+// untar extracts a tar archive into dir.
+func untar(t *testing.T, r io.Reader, dir string) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.ModTime.Equal(time.Unix(0, 0)) || h.Uid != 0 {
+			t.Errorf("archive entry %s: modified %s, owner %d; want the epoch and root", h.Name, h.ModTime, h.Uid)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestPauseImage builds the pause image and runs its binary: it waits until SIGTERM, then exits 0.
 func TestPauseImage(t *testing.T) {
 	img, _ := buildImage(t, "-pause")
@@ -268,7 +397,7 @@ func TestImageErrors(t *testing.T) {
 		{"no binary", []string{"-o", out}, "-binary or -pause is required"},
 		{"binary and pause", []string{"-binary", bin, "-pause", "-tag", testTag, "-o", out}, "exclusive"},
 		{"pause without tag", []string{"-pause", "-o", out}, "-pause needs -tag"},
-		{"no output", []string{"-binary", bin}, "-o is required"},
+		{"no output", []string{"-binary", bin}, "-o or -oci is required"},
 		{"bad tag", []string{"-binary", bin, "-tag", "Not A Tag", "-ca-certificates", ca, "-o", out}, "-tag"},
 		{"missing binary", []string{"-binary", filepath.Join(dir, "absent"), "-ca-certificates", ca, "-o", out}, "read the binary"},
 		{"missing CA bundle", []string{"-binary", bin, "-ca-certificates", filepath.Join(dir, "absent.crt"), "-o", out}, "install Debian's ca-certificates"},
