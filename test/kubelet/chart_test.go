@@ -102,10 +102,13 @@ func labelled(n *corev1.Node) bool {
 	return strings.HasPrefix(n.Spec.ProviderID, node.ProviderName+"://") && n.Labels[node.LabelRegion] != ""
 }
 
-// TestChartOnRealNode installs the chart with the real helm on a real single-node cluster and
-// watches what an operator would: the Pods Running and Ready, Nodes labelled by the webhook Pod
+// TestChartOnRealNode installs the release built by make release, from an OCI registry, with
+// the real helm on a real single-node cluster and watches what an operator would: the Pods
+// Running and Ready on the image containerd pulled by digest, Nodes labelled by the webhook Pod
 // in their CREATE, the uninitialized taint lifted by the leader, a rollout and a failover with
-// Nodes arriving, the security settings in the running container, and what uninstall leaves.
+// Nodes arriving, the security settings in the running container, what uninstall leaves, the
+// upgrade from the previous release and the rollback to it with Nodes arriving, and the
+// release's plain manifests applied with kubectl.
 func TestChartOnRealNode(t *testing.T) {
 	c := startRealCluster(t)
 	e := newEstate(t, c)
@@ -122,10 +125,19 @@ func TestChartOnRealNode(t *testing.T) {
 		first, firstVMs = append(first, n), append(firstVMs, vm)
 	}
 
+	// As users install it: helm upgrade -i from the OCI registry, the chart's version given.
 	start := time.Now()
-	c.helm(t, "install", release, "--namespace", ns, "--create-namespace", "-f", c.values(t, e, "selfManaged", nil))
+	c.helm(t, "upgrade", release, "-i", "--namespace", ns, "--create-namespace", "-f", c.values(t, e, "selfManaged", nil))
 	c.waitPodsReady(t, ns, 2, 90*time.Second)
-	t.Logf("helm install → 2 Pods Ready: %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("helm upgrade -i %s --version %s → 2 Pods Ready: %s", c.chartRef(), c.release.chartVersion, time.Since(start).Round(time.Millisecond))
+
+	t.Run("ImagePulledFromTheRegistryByDigest", func(t *testing.T) {
+		ready, _, err := c.readyPods(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.checkPulled(t, ready, c.release)
+	})
 
 	t.Run("RealKubeletNodeInitializedByLeader", func(t *testing.T) {
 		// The kubelet registered before the chart was installed: the leader described it and
@@ -222,7 +234,9 @@ func TestChartOnRealNode(t *testing.T) {
 	})
 
 	t.Run("RolloutUnderLoad", func(t *testing.T) {
-		c.rolloutUnderLoad(t, e, ns)
+		c.changeUnderLoad(t, e, ns, "rollout of 2 replicas", "rollout", func(start time.Time) {
+			c.helm(t, "upgrade", release, "--namespace", ns, "--reuse-values", "--set-string", "podAnnotations.rollout="+start.Format("150405"))
+		})
 	})
 
 	t.Run("Failover", func(t *testing.T) {
@@ -352,6 +366,14 @@ func TestChartOnRealNode(t *testing.T) {
 			t.Errorf("with the Secret missing: %d Pods, %d Ready; want 2 Pods, none Ready", len(all), len(ready))
 		}
 		c.helm(t, "uninstall", release, "--namespace", ns, "--wait")
+	})
+
+	t.Run("UpgradeFromPreviousRelease", func(t *testing.T) {
+		c.upgradeFromPrevious(t, e)
+	})
+
+	t.Run("PlainManifestsFromRelease", func(t *testing.T) {
+		c.plainManifests(t, e)
 	})
 }
 

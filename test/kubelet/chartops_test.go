@@ -18,16 +18,23 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// chartDir is the chart under test.
-var chartDir = filepath.Join(testenv.RepoRoot(), "charts", "xenorchestra-cloud-controller-manager")
-
-// helm runs the pinned helm against the cluster and returns its output.
+// helm runs the pinned helm against the cluster and returns its output. An install or upgrade
+// (helm install|upgrade RELEASE ...) takes the chart of this checkout's release from the
+// registry, as users install it.
 func (c *realCluster) helm(t *testing.T, args ...string) string {
 	t.Helper()
+	return c.helmChart(t, c.release.chartVersion, args...)
+}
+
+// helmChart is helm with the chart of the given version, from the registry.
+func (c *realCluster) helmChart(t *testing.T, version string, args ...string) string {
+	t.Helper()
+	if args[0] == "install" || args[0] == "upgrade" {
+		args = append(args[:2:2], append([]string{c.chartRef(), "--version", version, "--plain-http"}, args[2:]...)...)
+	}
 	out, err := c.tryHelm(args...)
 	if err != nil {
 		t.Fatal(err)
@@ -36,9 +43,6 @@ func (c *realCluster) helm(t *testing.T, args ...string) string {
 }
 
 func (c *realCluster) tryHelm(args ...string) (string, error) {
-	if args[0] == "install" || args[0] == "upgrade" {
-		args = append(args[:2:2], append([]string{chartDir}, args[2:]...)...)
-	}
 	cmd := exec.Command(filepath.Join(c.assets, "helm"), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "HELM_CACHE_HOME="+c.path("helm", "cache"),
 		"HELM_CONFIG_HOME="+c.path("helm", "config"), "HELM_DATA_HOME="+c.path("helm", "data"))
@@ -50,15 +54,16 @@ func (c *realCluster) tryHelm(args ...string) (string, error) {
 }
 
 // values writes a values file for an install in certificate mode mode, with the XO simulator
-// as the XO server, the image built here, and extra merged over it; it returns its path. The
-// token is in the file, not on helm's command line.
+// as the XO server, the registry as the image's (what a user of a mirror sets: the chart keeps
+// its digest), and extra merged over it; it returns its path. The token is in the file, not on
+// helm's command line.
 func (c *realCluster) values(t *testing.T, e *estate, mode string, extra map[string]any) string {
 	t.Helper()
 	v := map[string]any{
 		"fullnameOverride": release,
 		"replicaCount":     2,
 		"logLevel":         "debug", // every admission's outcome, for logWebhookFailures
-		"image":            map[string]any{"repository": controllerRepo, "tag": controllerTag, "pullPolicy": "Never"},
+		"image":            map[string]any{"repository": c.release.image},
 		"config": map[string]any{
 			"url": e.x.URL, "token": e.x.Token,
 			"inventory": map[string]any{"settleTime": clusterSettle.String()},
@@ -472,17 +477,20 @@ func (c *realCluster) waitInitialized(t *testing.T, names []string, timeout time
 	}
 }
 
-// rolloutUnderLoad restarts the Pods with helm upgrade while Nodes are being created.
-func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
-	// Both replicas receive admissions before the rollout, as in any cluster.
+// changeUnderLoad runs change (a helm upgrade or rollback that replaces both Pods) while Nodes
+// are being created, one every 150 ms, waits until two new Pods are Ready, and fails the test
+// when a Node was admitted unlabelled while a replica was Ready; what names the change in the
+// figures it logs, prefix the Nodes.
+func (c *realCluster) changeUnderLoad(t *testing.T, e *estate, ns, what, prefix string, change func(start time.Time)) {
+	// Both replicas receive admissions before the change, as in any cluster.
 	if got := c.readyEndpoints(context.Background(), ns, release+"-webhook"); got != 2 {
-		t.Fatalf("the webhook Service has %d ready endpoints before the rollout, want 2", got)
+		t.Fatalf("the webhook Service has %d ready endpoints before the %s, want 2", got, what)
 	}
 	apiLog := c.path("kube-apiserver.log")
 	logStart := fileSize(apiLog)
-	finish := c.startLoad(t, ns, e.prepare(t, "rollout", 600))
+	finish := c.startLoad(t, ns, e.prepare(t, prefix, 600))
 	defer finish()
-	time.Sleep(time.Second) // some Nodes before the rollout
+	time.Sleep(time.Second) // some Nodes before the change
 	old := map[string]bool{}
 	_, before, err := c.readyPods(context.Background(), ns)
 	if err != nil {
@@ -493,7 +501,7 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 	}
 	shutdownLines := c.followShutdown(t, ns, before)
 	start := time.Now()
-	c.helm(t, "upgrade", release, "--namespace", ns, "--reuse-values", "--set-string", "podAnnotations.rollout="+start.Format("150405"))
+	change(start)
 	defer func() {
 		if t.Failed() {
 			_, all, _ := c.readyPods(context.Background(), ns)
@@ -504,7 +512,7 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 			c.logWebhookFailures(t, ns, apiLog, logStart)
 		}
 	}()
-	waitFor(t, c.kubelet, 3*time.Minute, "the rollout done", func(ctx context.Context) (bool, error) {
+	waitFor(t, c.kubelet, 3*time.Minute, "the "+what+" done", func(ctx context.Context) (bool, error) {
 		ready, all, err := c.readyPods(ctx, ns)
 		if err != nil || len(ready) != 2 || len(all) != 2 {
 			return false, nil
@@ -538,8 +546,8 @@ func (c *realCluster) rolloutUnderLoad(t *testing.T, e *estate, ns string) {
 			missed = append(missed, m)
 		}
 	}
-	t.Logf("rollout of 2 replicas took %s; %d Nodes created during it (one every 150 ms): %d while a replica was Ready, of which %d admitted unlabelled (and %d admitted without a webhook call: the API server found no ready endpoint); %d while none was, of which %d unlabelled; all initialized %s after the last",
-		rollout.Round(time.Millisecond), len(l.created), l.covered, len(missed), len(gaps), l.uncover, l.unlabUnc, init.Round(time.Millisecond))
+	t.Logf("%s took %s; %d Nodes created during it (one every 150 ms): %d while a replica was Ready, of which %d admitted unlabelled (and %d admitted without a webhook call: the API server found no ready endpoint); %d while none was, of which %d unlabelled; all initialized %s after the last",
+		what, rollout.Round(time.Millisecond), len(l.created), l.covered, len(missed), len(gaps), l.uncover, l.unlabUnc, init.Round(time.Millisecond))
 	if len(gaps) > 0 {
 		t.Logf("admitted without a webhook call while a replica was Ready (no endpoint in the API server's view): %v", gaps)
 	}

@@ -34,7 +34,8 @@ import (
 // A real single-node cluster on this host, for the chart's own Pods: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and the kubelet from hack/testbin.sh, Debian's
 // containerd and runc, and the bridge and host-local CNI plugins. Every image is built here
-// (make image) and imported into containerd: there is no registry.
+// (make release, test/image) and pulled by containerd from a registry on 127.0.0.1
+// (registry_test.go).
 //
 // The network is the test's own: the node's address is a /32 on lo (addLoopbackIP), where the
 // API server and the XO simulator listen; Pods live on the bridge xoccm0 (podSubnet), and reach
@@ -54,12 +55,7 @@ const (
 	bridgeName = "xoccm0"
 	// natChain holds the test's DNAT rule; it is jumped to from PREROUTING.
 	natChain = "XOCCM-TEST-SVC"
-	// pauseImage is the sandbox image, a static binary that waits for a signal.
-	pauseImage = "xoccm.test/pause:1"
-	// controllerImage is the controller's image, built by make image.
-	controllerRepo = "xoccm.test/xenorchestra-cloud-controller-manager"
-	controllerTag  = "real-node"
-	clusterNode    = "xo-real-node-1"
+	clusterNode = "xo-real-node-1"
 )
 
 // realCluster is a running single-node cluster.
@@ -75,6 +71,10 @@ type realCluster struct {
 	cs         *kubernetes.Clientset
 	// ctrSock is containerd's socket.
 	ctrSock string
+	// registry is the OCI registry's address (host:port); pause the sandbox image in it, by
+	// digest; release this checkout's release, published to it.
+	registry, pause string
+	release         published
 	kubelet *process
 	// kubeletArgs start the kubelet again (restartKubelet).
 	kubeletArgs []string
@@ -155,10 +155,12 @@ func startRealCluster(t *testing.T) *realCluster {
 	addDNAT(t, serviceIP, 443, c.nodeIP, apiPort)
 	c.startAPIServer(t, etcdURL, apiPort)
 	c.startControllers(t)
+	c.startRegistry(t)
+	c.pause = c.publishPause(t)
+	c.release = c.publish(t, releaseVersion, c.buildRelease(t, releaseVersion, testenv.RepoRoot()))
 	c.startContainerd(t)
-	c.importImages(t)
 	c.startKubelet(t)
-	t.Logf("cluster up (control plane, containerd, images built and imported, the kubelet's Node Ready) in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("cluster up (control plane, registry, release built and published, containerd, the kubelet's Node Ready) in %s", time.Since(start).Round(time.Millisecond))
 	return c
 }
 
@@ -395,7 +397,7 @@ func (c *realCluster) startContainerd(t *testing.T) {
 		}
 	}
 	files := map[string]string{
-		"containerd/config.toml":           fmt.Sprintf(containerdConfig, c.dir, c.ctrSock, pauseImage),
+		"containerd/config.toml":           fmt.Sprintf(containerdConfig, c.dir, c.ctrSock, c.pause),
 		"cni/net.d/10-xoccm-test.conflist": fmt.Sprintf(cniConfig, bridgeName, podSubnet, c.path("cni", "ipam")),
 	}
 	for name, s := range files {
@@ -526,31 +528,6 @@ func reclaimLeftovers(t *testing.T) {
 		t.Logf("removed the network namespace %s, left by an earlier run", n)
 	}
 	deleteLink(t, bridgeName)
-}
-
-// importImages builds the pause and controller images (make image, test/image) and imports
-// them into containerd.
-func (c *realCluster) importImages(t *testing.T) {
-	t.Helper()
-	controller := controllerRepo + ":" + controllerTag
-	for _, img := range []struct {
-		ref, archive string
-		args         []string
-	}{
-		{pauseImage, c.path("pause.tar"), []string{"go", "-C", "test", "run", "./image", "-pause", "-tag", pauseImage, "-o", c.path("pause.tar")}},
-		{controller, c.path("image.tar"), []string{"make", "-s", "image", "IMAGE=" + controller, "IMAGE_TAR=" + c.path("image.tar")}},
-	} {
-		start := time.Now()
-		cmd := exec.Command(img.args[0], img.args[1:]...)
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(img.args, " "), err, out)
-		}
-		if _, err := c.ctr("images", "import", img.archive); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("image %s built and imported in %s", img.ref, time.Since(start).Round(time.Millisecond))
-	}
 }
 
 func (c *realCluster) startKubelet(t *testing.T) {
