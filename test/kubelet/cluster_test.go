@@ -54,7 +54,7 @@ const (
 	serviceIP  = "10.96.0.1"
 	bridgeName = "xoccm0"
 	// natChain holds the test's DNAT rule; it is jumped to from PREROUTING.
-	natChain = "XOCCM-TEST-SVC"
+	natChain    = "XOCCM-TEST-SVC"
 	clusterNode = "xo-real-node-1"
 )
 
@@ -75,7 +75,7 @@ type realCluster struct {
 	// digest; release this checkout's release, published to it.
 	registry, pause string
 	release         published
-	kubelet *process
+	kubelet         *process
 	// kubeletArgs start the kubelet again (restartKubelet).
 	kubeletArgs []string
 }
