@@ -70,23 +70,39 @@ func shellWords(line string) []string {
 	return words
 }
 
-// TestREADMEInstall renders the README's helm install command and loads the config it gives,
-// with the token file as kubectl create secret --from-file makes it from xo-cli's output: with a
-// trailing newline.
+// TestREADMEInstall renders the README's two helm upgrade -i commands, the chart from the OCI
+// registry at Chart.yaml's version (this checkout's chart stands for it) and from the checkout,
+// which must be the same command otherwise, and loads the config they give, with the token file
+// as kubectl create secret --from-file makes it from xo-cli's output: with a trailing newline.
 func TestREADMEInstall(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args []string
+	const registry = "oci://ghcr.io/xenorchestra-k8s/charts/" + chartName
+	var fromRegistry, fromCheckout []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if w := shellWords(line); len(w) > 3 && w[0] == "helm" && w[1] == "install" && w[3] == "./charts/"+chartName {
-			args = append([]string{"template", w[2], chartDir}, w[4:]...)
+		w := shellWords(line)
+		if len(w) < 5 || w[0] != "helm" || w[1] != "upgrade" || w[2] != "-i" {
+			continue
+		}
+		switch {
+		case w[4] == registry && len(w) > 6 && w[5] == "--version":
+			if w[6] != chartVersion(t) {
+				t.Errorf("README.md installs the chart %s from the registry, Chart.yaml's version is %s", w[6], chartVersion(t))
+			}
+			fromRegistry = append([]string{w[3]}, w[7:]...)
+		case w[4] == "./charts/"+chartName:
+			fromCheckout = append([]string{w[3]}, w[5:]...)
 		}
 	}
-	if args == nil {
-		t.Fatal("no helm install of ./charts/" + chartName + " in README.md")
+	if fromRegistry == nil || fromCheckout == nil {
+		t.Fatalf("README.md lacks a helm upgrade -i of %s --version or of ./charts/%s", registry, chartName)
 	}
+	if strings.Join(fromRegistry, " ") != strings.Join(fromCheckout, " ") {
+		t.Errorf("README.md's two installs differ but for the chart:\n%q\n%q", fromRegistry, fromCheckout)
+	}
+	args := append([]string{"template", fromCheckout[0], chartDir}, fromCheckout[1:]...)
 	// In the tests' namespace, which checkInvariants expects; the last --namespace wins.
 	o := renderArgs(t, append(args, "--namespace", namespace)...)
 	checkInvariants(t, o)
