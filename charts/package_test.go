@@ -1,9 +1,12 @@
 package charts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -73,5 +76,63 @@ func TestUmbrellaChart(t *testing.T) {
 	}
 	if got := configSecretOf(t, o); got != "xo-config" {
 		t.Errorf("subchart values not applied: config from %q", got)
+	}
+}
+
+// TestKubeVersionIsTheTestedWindow checks that the chart's kubeVersion is the window CI tests:
+// from the oldest minor make test-oldest runs (the Makefile's K8S_OLDEST) to the newest, the
+// default of hack/testbin.sh, which builds the minors of K8S_MINORS; and that the README and
+// docs/install.md state the same window.
+func TestKubeVersionIsTheTestedWindow(t *testing.T) {
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(repoRoot, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	find := func(path, pattern string) string {
+		t.Helper()
+		m := regexp.MustCompile(pattern).FindStringSubmatch(read(path))
+		if m == nil {
+			t.Fatalf("%s has no line matching %s", path, pattern)
+		}
+		return m[1]
+	}
+	minors := strings.Fields(find("hack/testbin.sh", `(?m)^K8S_MINORS="([^"]+)"$`))
+	newest := find("hack/testbin.sh", `(?m)^K8S_VERSION=\$\{K8S_VERSION:-([0-9.]+)\}$`)
+	oldest := find("Makefile", `(?m)^K8S_OLDEST\s+\?= ([0-9.]+)$`)
+	minor := func(v string) int {
+		t.Helper()
+		parts := strings.Split(v, ".")
+		if len(parts) < 2 {
+			t.Fatalf("version %q", v)
+		}
+		n, err := strconv.Atoi(parts[1])
+		if err != nil {
+			t.Fatalf("version %q: %v", v, err)
+		}
+		return n
+	}
+	first, last := minors[0], minors[len(minors)-1]
+	if minor(oldest) != minor(first) || minor(newest) != minor(last) || len(minors) != minor(last)-minor(first)+1 {
+		t.Errorf("hack/testbin.sh supports %v and builds %s by default, the Makefile's oldest is %s: want the window's ends", minors, newest, oldest)
+	}
+	want := fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", minor(first), minor(last)+1)
+	var meta struct{ KubeVersion string }
+	if err := yaml.Unmarshal([]byte(read("charts/"+chartName+"/Chart.yaml")), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.KubeVersion != want {
+		t.Errorf("Chart.yaml kubeVersion %q, want the tested window %q", meta.KubeVersion, want)
+	}
+	for path, s := range map[string]string{
+		"README.md":       fmt.Sprintf("Kubernetes **%s to %s**", first, last),
+		"docs/install.md": fmt.Sprintf("| Kubernetes %s to %s |", first, last),
+	} {
+		if !strings.Contains(read(path), s) {
+			t.Errorf("%s does not state the window: no %q", path, s)
+		}
 	}
 }

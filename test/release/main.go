@@ -151,6 +151,13 @@ func run(args []string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.changelog, err)
 	}
+	meta, err := readChartMeta(filepath.Join(o.source, "charts", binaryName, "Chart.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := meta.check(o.version); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.dist)), 0o755); err != nil {
 		return err
 	}
@@ -163,7 +170,7 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	r := &release{options: o, work: work, out: filepath.Join(work, "dist"), log: w}
+	r := &release{options: o, work: work, out: filepath.Join(work, "dist"), log: w, kubeVersion: meta.KubeVersion}
 	if err := os.Mkdir(r.out, 0o755); err != nil {
 		return err
 	}
@@ -297,16 +304,6 @@ func (r *release) packageChart() error {
 	if err := os.WriteFile(values, b, 0o644); err != nil {
 		return err
 	}
-	if b, err = os.ReadFile(filepath.Join(chart, "Chart.yaml")); err != nil {
-		return err
-	}
-	var meta struct {
-		KubeVersion string `yaml:"kubeVersion"`
-	}
-	if err := yaml.Unmarshal(b, &meta); err != nil {
-		return fmt.Errorf("Chart.yaml: %w", err)
-	}
-	r.kubeVersion = meta.KubeVersion
 	chartVersion := strings.TrimPrefix(r.version, "v")
 	pkg := filepath.Join(r.work, "package")
 	if err := runCmd(exec.Command(r.helm, "package", chart, "--version", chartVersion, "--app-version", r.version, "--destination", pkg)); err != nil {
@@ -318,6 +315,37 @@ func (r *release) packageChart() error {
 		return err
 	}
 	return runCmd(exec.Command(r.helm, "lint", "--strict", out))
+}
+
+// chartMeta is what the release reads of Chart.yaml.
+type chartMeta struct {
+	Version     string `yaml:"version"`
+	AppVersion  string `yaml:"appVersion"`
+	KubeVersion string `yaml:"kubeVersion"`
+}
+
+func readChartMeta(path string) (chartMeta, error) {
+	var m chartMeta
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// check refuses a final release (no pre-release part) whose Chart.yaml names another version:
+// the checkout's chart installs the image of its appVersion, and the docs install the chart of
+// its version, so a release bumps them first (docs/release.md). A pre-release is built from any
+// checkout.
+func (m chartMeta) check(v string) error {
+	if strings.Contains(v, "-") || m.Version == strings.TrimPrefix(v, "v") && m.AppVersion == v {
+		return nil
+	}
+	return fmt.Errorf("Chart.yaml says version %s, appVersion %s: set them to %s and %s for the release %s (docs/release.md)",
+		m.Version, m.AppVersion, strings.TrimPrefix(v, "v"), v, v)
 }
 
 // pinDigest sets image.digest in a values.yaml to digest, editing only that value so that the

@@ -415,6 +415,25 @@ func TestReleaseErrors(t *testing.T) {
 	if err := run(args, io.Discard); err == nil || !strings.Contains(err.Error(), `no section "## [9.9.11]"`) {
 		t.Errorf("a version without a changelog section: %v", err)
 	}
+	// A final release of a checkout whose Chart.yaml names another version.
+	args[1] = "v9.9.9"
+	if err := run(args, io.Discard); err == nil || !strings.Contains(err.Error(), "set them to 9.9.9 and v9.9.9 for the release v9.9.9") {
+		t.Errorf("a final release with another Chart.yaml version: %v", err)
+	}
+	for _, tc := range []struct {
+		meta    chartMeta
+		version string
+		ok      bool
+	}{
+		{chartMeta{Version: "0.2.0", AppVersion: "v0.2.0"}, "v0.2.0", true},
+		{chartMeta{Version: "0.1.0", AppVersion: "v0.1.0"}, "v0.2.0-rc.1", true},
+		{chartMeta{Version: "0.2.0", AppVersion: "v0.1.0"}, "v0.2.0", false},
+		{chartMeta{Version: "0.1.0", AppVersion: "v0.2.0"}, "v0.2.0", false},
+	} {
+		if err := tc.meta.check(tc.version); (err == nil) != tc.ok {
+			t.Errorf("Chart.yaml %+v, release %s: %v", tc.meta, tc.version, err)
+		}
+	}
 }
 
 // TestPinDigest: the digest replaces image.digest's empty value and nothing else; anything else
