@@ -216,9 +216,23 @@ build_crane() { install_tool crane github.com/google/go-containerregistry/cmd/cr
 # binary's module information.
 build_cyclonedx_gomod() { install_tool cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod "v$CYCLONEDX_GOMOD_VERSION"; }
 
+# link_etcd links an etcd of ETCD_VERSION that another K8S_VERSION's directory holds, if any:
+# etcd does not depend on the Kubernetes version, and compiling it again costs minutes (CI builds
+# the newest version's binaries, then the oldest's).
+link_etcd() {
+  local other
+  for other in "$root"/k8s-*-etcd-"$ETCD_VERSION"-*/etcd; do
+    if [[ "$other" != "$bin/etcd" && -x "$other" && ! -L "$other" ]]; then
+      ln -sfn "$other" "$bin/etcd"
+      return 0
+    fi
+  done
+  return 1
+}
+
 # What is missing.
 k8s=()
-if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version; then k8s+=(etcd); fi
+if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version && ! link_etcd; then k8s+=(etcd); fi
 if wants kube-apiserver && ! has kube-apiserver "v$K8S_VERSION" --version; then k8s+=(kube-apiserver); fi
 if wants kubectl && ! has kubectl "v$K8S_VERSION" version --client; then k8s+=(kubectl); fi
 if wants kubelet && ! has kubelet "v$K8S_VERSION" --version; then k8s+=(kubelet); fi
