@@ -52,6 +52,7 @@ func (c *realCluster) upgradeFromPrevious(t *testing.T, e *estate) {
 
 	// Every label of every Node, from here until the rollback is done.
 	stopWatch := c.watchLabels(t)
+	c.waitEndpoints(t, ns, 2)
 
 	c.changeUnderLoad(t, e, ns, "helm upgrade from "+previousVersion+" to "+releaseVersion, "upgrade", func(time.Time) {
 		c.helm(t, "upgrade", release, "--namespace", ns, "-f", values)
@@ -64,6 +65,7 @@ func (c *realCluster) upgradeFromPrevious(t *testing.T, e *estate) {
 	if out := c.helm(t, "history", release, "--namespace", ns); !strings.Contains(out, c.release.chartVersion) {
 		t.Errorf("helm history after the upgrade:\n%s", out)
 	}
+	c.waitEndpoints(t, ns, 2)
 
 	c.changeUnderLoad(t, e, ns, "helm rollback to "+previousVersion, "rollback", func(time.Time) {
 		c.helm(t, "rollback", release, "1", "--namespace", ns)
@@ -73,8 +75,9 @@ func (c *realCluster) upgradeFromPrevious(t *testing.T, e *estate) {
 		t.Fatal(err)
 	}
 	c.checkPulled(t, ready, prev)
-	// The previous release serves again: a Node is labelled in its CREATE.
-	n, _ := e.newNode(t, "after-rollback", byName)
+	// The previous release serves again: a Node is labelled in its CREATE (matched by its
+	// system UUID, which the webhook reads from XO directly for a VM its inventory has not seen).
+	n, _ := e.newNode(t, "after-rollback", byUUID)
 	got, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +96,15 @@ func (c *realCluster) upgradeFromPrevious(t *testing.T, e *estate) {
 		t.Errorf("labels removed: %v", w.removed)
 	}
 	c.helm(t, "uninstall", release, "--namespace", ns, "--wait")
+}
+
+// waitEndpoints waits until the webhook Service's EndpointSlices hold want ready endpoints: the
+// Pods' readiness reaches them through another controller.
+func (c *realCluster) waitEndpoints(t *testing.T, ns string, want int) {
+	t.Helper()
+	waitFor(t, c.kubelet, 30*time.Second, fmt.Sprintf("%d ready endpoints of the webhook Service", want), func(ctx context.Context) (bool, error) {
+		return c.readyEndpoints(ctx, ns, release+"-webhook") == want, nil
+	})
 }
 
 // labelChanges is what watchLabels saw.
