@@ -1,10 +1,8 @@
 package kubelet_test
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/internal/ociimage"
 )
 
 // The cluster installs the controller as its users do: from an OCI registry. A real CNCF
@@ -113,7 +112,7 @@ func (c *realCluster) pushLayout(t *testing.T, archive, ref string) string {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	if err := untar(archive, dir); err != nil {
+	if err := untarFile(archive, dir); err != nil {
 		t.Fatalf("extract %s: %v", archive, err)
 	}
 	out, err := exec.Command(filepath.Join(c.assets, "crane"), "push", dir, ref).Output()
@@ -130,57 +129,6 @@ func (c *realCluster) pushLayout(t *testing.T, archive, ref string) string {
 		t.Fatalf("crane push printed %q, want the pushed reference by digest", out)
 	}
 	return digest
-}
-
-// untar extracts a tar archive of folders and regular files into dir.
-func untar(archive, dir string) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
-			return fmt.Errorf("entry %s leaves the folder", h.Name)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = writeFrom(p, tr, h.FileInfo().Mode().Perm())
-			}
-		case tar.TypeXGlobalHeader:
-			// git archive's: the commit's id.
-		default:
-			err = fmt.Errorf("entry %s: type %c", h.Name, h.Typeflag)
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// writeFrom writes what r reads to a new file of mode perm.
-func writeFrom(path string, r io.Reader, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // publishPause builds the sandbox image (test/image -pause) as an OCI layout, pushes it and
@@ -225,10 +173,20 @@ func (c *realCluster) previousSource(t *testing.T) string {
 	if _, err := git("archive", "--output", archive, previousCommit); err != nil {
 		t.Fatal(err)
 	}
-	if err := untar(archive, dir); err != nil {
+	if err := untarFile(archive, dir); err != nil {
 		t.Fatalf("extract %s: %v", archive, err)
 	}
 	return dir
+}
+
+// untarFile extracts the tar archive in the file archive into dir.
+func untarFile(archive, dir string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return ociimage.Untar(f, dir)
 }
 
 // checkPulled checks that the Pods run the release's image by digest, and that containerd

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/test/internal/ociimage"
 )
 
 // testVersion is the version of the releases built here: a pre-release, so that its notes come
@@ -178,29 +179,8 @@ func checkImage(t *testing.T, archive, bin string) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := ociimage.Untar(f, dir); err != nil {
+		t.Fatal(err)
 	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {

@@ -16,6 +16,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -235,6 +236,52 @@ func copyFile(w io.Writer, path string) error {
 	defer f.Close()
 	_, err = io.Copy(w, f)
 	return err
+}
+
+// Untar extracts a tar archive of folders and regular files into dir: an OCI layout WriteLayout
+// wrote, which crane push reads as a folder, or `git archive`'s (its global header skipped).
+func Untar(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !strings.HasPrefix(p, filepath.Clean(dir)+string(filepath.Separator)) {
+			return fmt.Errorf("entry %s leaves the folder", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = writeFile(p, tr, h.FileInfo().Mode().Perm())
+			}
+		case tar.TypeXGlobalHeader:
+		default:
+			err = fmt.Errorf("entry %s: type %c", h.Name, h.Typeflag)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// writeFile writes what r reads to a new file of mode perm.
+func writeFile(path string, r io.Reader, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeAtomically writes out with write, through a temporary file in its folder, so that out is
