@@ -170,7 +170,7 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	r := &release{options: o, work: work, out: filepath.Join(work, "dist"), log: w, kubeVersion: meta.KubeVersion}
+	r := &release{options: o, work: work, out: filepath.Join(work, "dist"), kubeVersion: meta.KubeVersion}
 	if err := os.Mkdir(r.out, 0o755); err != nil {
 		return err
 	}
@@ -235,7 +235,6 @@ func checkDist(dist string) error {
 type release struct {
 	options
 	work, out string
-	log       io.Writer
 	// binary is the binary's path; imageRef the image's name with its digest; chartFile the
 	// chart archive's name; kubeVersion the chart's.
 	binary, imageRef, digest, chartFile, kubeVersion string
