@@ -111,7 +111,7 @@ func (c *realCluster) pushLayout(t *testing.T, archive, ref string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if err := untarFile(archive, dir); err != nil {
 		t.Fatalf("extract %s: %v", archive, err)
 	}

@@ -190,7 +190,9 @@ func run(args []string, w io.Writer) error {
 		if err := s.do(); err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)
 		}
-		fmt.Fprintf(w, "release: %s done in %s\n", s.what, time.Since(start).Round(time.Millisecond))
+		if _, err := fmt.Fprintf(w, "release: %s done in %s\n", s.what, time.Since(start).Round(time.Millisecond)); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(o.dist); err != nil {
 		return err
@@ -343,7 +345,7 @@ func (m chartMeta) check(v string) error {
 	if strings.Contains(v, "-") || m.Version == strings.TrimPrefix(v, "v") && m.AppVersion == v {
 		return nil
 	}
-	return fmt.Errorf("Chart.yaml says version %s, appVersion %s: set them to %s and %s for the release %s (docs/release.md)",
+	return fmt.Errorf("the chart's Chart.yaml says version %s, appVersion %s: set them to %s and %s for the release %s (docs/release.md)",
 		m.Version, m.AppVersion, strings.TrimPrefix(v, "v"), v, v)
 }
 
