@@ -323,14 +323,7 @@ func TestChartOnRealNode(t *testing.T) {
 				"existingSecret": map[string]any{"name": "webhook-tls", "caBundle": b64(ca.PEM)}}},
 		}))
 		c.waitPodsReady(t, ns, 2, 90*time.Second)
-		got, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := node.FormatProviderID(e.pool, vm); got.Spec.ProviderID != want {
-			t.Errorf("Node %s came back from CREATE with providerID %q, want %q", n.Name, got.Spec.ProviderID, want)
-		}
-		c.waitInitialized(t, []string{n.Name}, 30*time.Second)
+		c.createDescribed(t, e, n, vm)
 		c.helm(t, "uninstall", release, "--namespace", ns, "--wait")
 	})
 
@@ -377,7 +370,21 @@ func TestChartOnRealNode(t *testing.T) {
 	})
 }
 
-// createNamespace creates a namespace.
+// createDescribed creates a Node as its kubelet does and fails the test unless the CREATE's
+// answer carries the providerID of its VM vm (the webhook described it), then waits until the
+// Node is initialized.
+func (c *realCluster) createDescribed(t *testing.T, e *estate, n *corev1.Node, vm string) {
+	t.Helper()
+	got, err := c.cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := node.FormatProviderID(e.pool, vm); got.Spec.ProviderID != want {
+		t.Errorf("Node %s came back from CREATE with providerID %q, want %q", n.Name, got.Spec.ProviderID, want)
+	}
+	c.waitInitialized(t, []string{n.Name}, 30*time.Second)
+}
+
 // resyncEndpoints has the EndpointSlice controller sync the Service now (an annotation
 // changed) and waits until its EndpointSlices hold want ready endpoints.
 func (c *realCluster) resyncEndpoints(t *testing.T, ns, svc string, want int) {

@@ -17,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 // upgradeFromPrevious installs the previous release (built from its commit, published to the
@@ -77,15 +75,8 @@ func (c *realCluster) upgradeFromPrevious(t *testing.T, e *estate) {
 	c.checkPulled(t, ready, prev)
 	// The previous release serves again: a Node is labelled in its CREATE (matched by its
 	// system UUID, which the webhook reads from XO directly for a VM its inventory has not seen).
-	n, _ := e.newNode(t, "after-rollback", byUUID)
-	got, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !labelled(got) {
-		t.Errorf("Node %s was admitted unlabelled after the rollback", n.Name)
-	}
-	c.waitInitialized(t, []string{n.Name}, 30*time.Second)
+	n, vm := e.newNode(t, "after-rollback", byUUID)
+	c.createDescribed(t, e, n, vm)
 
 	w := stopWatch()
 	t.Logf("from before the upgrade to after the rollback: %d Node updates seen, %d label values changed, %d labels removed", w.updates, len(w.changed), len(w.removed))
@@ -163,7 +154,6 @@ func (c *realCluster) watchLabels(t *testing.T) (stop func() labelChanges) {
 // apply; a Node is labelled in its CREATE; kubectl delete removes it.
 func (c *realCluster) plainManifests(t *testing.T, e *estate) {
 	const ns = "kube-system"
-	ctx := context.Background()
 	b, err := os.ReadFile(filepath.Join(c.release.dist, chartName+"-"+releaseVersion+".yml"))
 	if err != nil {
 		t.Fatal(err)
@@ -187,14 +177,7 @@ func (c *realCluster) plainManifests(t *testing.T, e *estate) {
 	c.kubectl(t, "apply", "-f", manifests)
 	c.checkPulled(t, c.waitPodsReady(t, ns, 2, 90*time.Second), c.release)
 	t.Logf("kubectl apply of the released manifests → 2 Pods Ready: %s", time.Since(start).Round(time.Millisecond))
-	got, err := c.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := node.FormatProviderID(e.pool, vm); got.Spec.ProviderID != want {
-		t.Errorf("Node %s came back from CREATE with providerID %q, want %q", n.Name, got.Spec.ProviderID, want)
-	}
-	c.waitInitialized(t, []string{n.Name}, 30*time.Second)
+	c.createDescribed(t, e, n, vm)
 	c.kubectl(t, "delete", "-f", manifests, "--wait")
 	waitFor(t, c.kubelet, 60*time.Second, "the manifests' Pods gone", func(ctx context.Context) (bool, error) {
 		_, all, err := c.readyPods(ctx, ns)
