@@ -123,7 +123,7 @@ func requireRealNode(t *testing.T, bins ...string) string {
 // iptables chain, sysctls and the folders the daemons create.
 func startRealCluster(t *testing.T) *realCluster {
 	t.Helper()
-	assets := requireRealNode(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "helm",
+	assets := requireRealNode(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "helm", "kubectl", "registry", "crane", "cyclonedx-gomod",
 		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback")
 	reclaimLeftovers(t)
 	// A short path: unix socket paths are limited to 107 bytes.
