@@ -68,10 +68,18 @@ type Options struct {
 	WebhookLookupTimeout time.Duration
 	// WebhookInitialize lets the webhook lift the uninitialized taint of a Node it describes
 	// completely at CREATE (webhook.NodeDefaulter.Initialize).
-	WebhookInitialize      bool
-	MetricsBindAddress     string
+	WebhookInitialize bool
+	// MetricsBindAddress is the metrics endpoint's address: HTTPS, each request authenticated
+	// and authorized by the API server, unless MetricsInsecureHTTP; "0" disables it.
+	MetricsBindAddress string
+	// MetricsCerts is where the metrics endpoint's certificate comes from: MetricsCertsAuto,
+	// MetricsCertsWebhook or MetricsCertsSelfSigned.
+	MetricsCerts string
+	// MetricsInsecureHTTP serves the metrics endpoint over plain HTTP to anyone.
+	MetricsInsecureHTTP    bool
 	HealthProbeBindAddress string
-	// Profiling serves Go's pprof handlers under /debug/pprof/ on the metrics address.
+	// Profiling serves Go's pprof handlers under /debug/pprof/ on the metrics endpoint, behind
+	// its authentication and authorization.
 	Profiling            bool
 	LeaderElect          bool
 	LeaderElectNamespace string
@@ -114,7 +122,8 @@ func NewOptions() *Options {
 		WebhookCertDuration:      certs.DefaultCertDuration,
 		WebhookLookupTimeout:     time.Second,
 		WebhookInitialize:        true,
-		MetricsBindAddress:       ":8080",
+		MetricsBindAddress:       DefaultMetricsBindAddress,
+		MetricsCerts:             MetricsCertsAuto,
 		HealthProbeBindAddress:   ":8081",
 		LeaderElect:              true,
 		LeaderElectLeaseDuration: 15 * time.Second,
@@ -162,8 +171,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WebhookCertDuration, "webhook-cert-duration", o.WebhookCertDuration, "With --webhook-certs="+CertsSelfManaged+": lifetime of a serving certificate, renewed at two thirds of it; shorter than the CA's.")
 	fs.DurationVar(&o.WebhookLookupTimeout, "webhook-lookup-timeout", o.WebhookLookupTimeout, "Bound of the one XO read the webhook makes for a VM missing from the inventory; keep it well under the webhook's timeoutSeconds.")
 	fs.BoolVar(&o.WebhookInitialize, "webhook-initialize", o.WebhookInitialize, "Lift the uninitialized taint at CREATE when the webhook describes a Node completely, by the rule cloud-node applies (providerID, region, instance type, the zone of a running VM, an IP address): the Node is born schedulable and cloud-node writes nothing. false leaves the taint to cloud-node alone.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus metrics endpoint; 0 disables it.")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics address (unauthenticated: keep it off unless investigating).")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus metrics endpoint, /metrics: HTTPS, each request authenticated (TokenReview) and authorized (SubjectAccessReview: get on the path, e.g. nonResourceURLs /metrics) by the API server, anonymous ones refused; 0 disables it.")
+	fs.StringVar(&o.MetricsCerts, "metrics-certs", o.MetricsCerts, "Certificate of the metrics endpoint: "+MetricsCertsWebhook+" (the webhook's serving certificate, verifiable with the webhook's CA; a self-signed one until the webhook has it), "+MetricsCertsSelfSigned+" (made in memory at start, not verifiable), or "+MetricsCertsAuto+": "+MetricsCertsWebhook+" with --webhook, "+MetricsCertsSelfSigned+" without.")
+	fs.BoolVar(&o.MetricsInsecureHTTP, "metrics-insecure-http", o.MetricsInsecureHTTP, "INSECURE: serve the metrics endpoint (and the profiles with --profiling) over plain HTTP, without authentication or authorization, to anyone who reaches the port.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's pprof profiles under /debug/pprof/ on the metrics endpoint, behind its authentication and authorization (get on nonResourceURLs /debug/pprof/*); keep it off unless investigating.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only on the replica holding the Lease "+LeaseName+". The webhook serves on every replica.")
 	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", o.LeaderElectNamespace, "Namespace of the leader-election Lease; empty: the pod's namespace.")
@@ -267,6 +278,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--webhook-certs: %q is neither %s nor %s", o.WebhookCerts, CertsDir, CertsSelfManaged))
 		}
 	}
+	errs = append(errs, o.validateMetrics()...)
 	if o.WebhookLookupTimeout <= 0 || o.WebhookLookupTimeout > 10*time.Second {
 		errs = append(errs, fmt.Errorf("--webhook-lookup-timeout: %s must be in (0, 10s]", o.WebhookLookupTimeout))
 	}

@@ -159,7 +159,7 @@ func New(src Source, o Options) *Inventory {
 	inv := &Inventory{
 		src: src, opts: o, log: o.Log.WithValues("server", o.Name), synced: make(chan struct{}), relistNow: make(chan struct{}, 1),
 		backoff:  workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryBase, retryMax),
-		scopeIDs: map[string][]string{}, metrics: newMetricSet(o.Name),
+		scopeIDs: map[string][]string{}, metrics: newMetricSet(o.Name, o.StaleAfter),
 	}
 	inv.snap.Store(emptySnapshot(o))
 	return inv

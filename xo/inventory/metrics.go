@@ -46,10 +46,16 @@ var (
 		Name: "xenorchestra_event_stream_breaks_total",
 		Help: "Times the event stream broke (error, idle timeout, server closed it).",
 	}, []string{"server"})
+	// staleAfter lets an alert judge staleness with the configured limit rather than a copy of
+	// its default.
+	staleAfter = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xenorchestra_inventory_stale_after_seconds",
+		Help: "The configured inventory.staleAfter: without the event stream, the inventory is stale once its last listing is older.",
+	}, []string{"server"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(relistTotal, relistDuration, lastSync, objects, pools, scopeUnresolved, changesTotal, streamUp, streamBreaks)
+	metrics.Registry.MustRegister(relistTotal, relistDuration, lastSync, objects, pools, scopeUnresolved, changesTotal, streamUp, streamBreaks, staleAfter)
 }
 
 // metricSet holds one server's series.
@@ -62,7 +68,8 @@ type metricSet struct {
 	scopeUnresolved prometheus.Gauge
 }
 
-func newMetricSet(server string) *metricSet {
+func newMetricSet(server string, stale time.Duration) *metricSet {
+	staleAfter.WithLabelValues(server).Set(stale.Seconds())
 	return &metricSet{
 		server: server, relists: relistTotal, changes: changesTotal,
 		streamUp: streamUp.WithLabelValues(server), streamBreaks: streamBreaks.WithLabelValues(server),
