@@ -29,7 +29,7 @@ build: ## Build bin/xenorchestra-cloud-controller-manager (the same steps as the
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$(BINARY) ./cmd/$(BINARY)
 
 .PHONY: testbin
-testbin: ## Build or reuse etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and helm for tests (cached).
+testbin: ## Build or reuse etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, helm, promtool and prometheus for tests (cached).
 	@hack/testbin.sh >/dev/null
 
 .PHONY: realnode

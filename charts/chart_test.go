@@ -238,6 +238,31 @@ var renderCases = map[string]renderCase{
 			}
 		}
 	}},
+	"monitoring": {values: "ci/monitoring-values.yaml", check: func(t *testing.T, o objects) {
+		_, c := deployment(t, o)
+		if got := mustFlag(t, c.Args, "metrics-certs"); got != "webhook" {
+			t.Errorf("--metrics-certs=%s, want webhook", got)
+		}
+		sm := o.find("ServiceMonitor", chartName)
+		if sm == nil {
+			t.Fatalf("no ServiceMonitor; have %v", o.kinds())
+		}
+		checkServiceMonitor(t, o, *sm)
+		if e := endpointOf(t, o); e.Authorization == nil || e.BearerTokenFile != "" || e.TLSConfig == nil || e.TLSConfig.CA == nil ||
+			e.TLSConfig.CA.Secret == nil || e.TLSConfig.CA.Secret.Name != selfManagedCA {
+			t.Errorf("ServiceMonitor endpoint %+v, want the values' authorization and the self-managed CA", e)
+		}
+		pr := o.find("PrometheusRule", chartName)
+		if pr == nil {
+			t.Fatalf("no PrometheusRule; have %v", o.kinds())
+		}
+		if strings.Contains(string(pr.doc), "XenOrchestraCCMNodesNotDescribedByWebhook") || !strings.Contains(string(pr.doc), "team: platform") {
+			t.Errorf("PrometheusRule ignores the values:\n%s", pr.doc)
+		}
+		if o.find("ConfigMap", chartName+"-dashboard") == nil {
+			t.Errorf("no dashboard ConfigMap; have %v", o.kinds())
+		}
+	}},
 	"full": {values: "ci/full-values.yaml", check: func(t *testing.T, o objects) {
 		d, c := deployment(t, o)
 		if want := "ghcr.io/xenorchestra-k8s/xenorchestra-cloud-controller-manager@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"; c.Image != want {
@@ -308,6 +333,8 @@ func checkDefaults(t *testing.T, o objects) {
 	want := []string{
 		"Certificate/" + caName, "Certificate/" + servingCertName,
 		"ClusterRole/" + chartName, "ClusterRoleBinding/" + chartName,
+		"ClusterRole/" + chartName + "-metrics-auth", "ClusterRoleBinding/" + chartName + "-metrics-auth",
+		"ClusterRole/" + chartName + "-metrics-reader",
 		"Deployment/" + chartName,
 		"Issuer/" + caName, "Issuer/" + selfSignedName,
 		"MutatingWebhookConfiguration/" + chartName,
@@ -518,6 +545,7 @@ func checkInvariants(t *testing.T, o objects) {
 
 	checkConfigWiring(t, o)
 	checkRBAC(t, o)
+	checkMetricsRBAC(t, o, spec.ServiceAccountName, c)
 	if mustFlag(t, c.Args, "webhook") == "true" {
 		checkWebhookWiring(t, o)
 	}
@@ -903,7 +931,7 @@ func TestRenderRejects(t *testing.T) {
 		"lookupTimeout in ms too long":    {[]string{"webhook.timeoutSeconds=2", "webhook.lookupTimeout=2000.5ms"}, "webhook.lookupTimeout 2000.5ms must be below webhook.timeoutSeconds (2s)"},
 		"lookupTimeout above timeout":     {[]string{"webhook.timeoutSeconds=5", "webhook.lookupTimeout=10s"}, "webhook.timeoutSeconds"},
 		"port clash":                      {[]string{"metrics.port=9443"}, "must differ"},
-		"health port clash":               {[]string{"healthProbe.port=8080"}, "must differ"},
+		"health port clash":               {[]string{"healthProbe.port=10258"}, "must differ"},
 		"unknown value":                   {[]string{"replicas=3"}, "additional properties 'replicas' not allowed"},
 		"unknown config key":              {[]string{"config.urll=https://xo"}, "additional properties 'urll' not allowed"},
 		"plain token in clusters":         {[]string{"config.clusters[0].url=https://xo", "config.clusters[0].token=abc"}, "config.clusters[0].token: keep XO tokens out of values: put it in a Secret"},
@@ -921,6 +949,12 @@ func TestRenderRejects(t *testing.T) {
 		"extraArgs not a flag":            {[]string{"extraArgs[0]=verbose"}, "extraArgs"},
 		"extraEnv token from literal":     {[]string{"extraEnv[0].name=XOA_PASSWORD", "extraEnv[0].value=x"}, "extraEnv XOA_PASSWORD: the controller authenticates with an XO authentication token, not a user and password"},
 		"ServiceMonitor without metrics":  {[]string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"}, "metrics.serviceMonitor.enabled needs metrics.enabled"},
+		"alerts without metrics":          {[]string{"metrics.enabled=false", "prometheusRule.enabled=true"}, "prometheusRule.enabled needs metrics.enabled"},
+		"unknown alert":                   {[]string{"prometheusRule.alerts.XenOrchestraCCMDwn.enabled=false"}, "prometheusRule.alerts.XenOrchestraCCMDwn: no such alert; the chart's alerts are XenOrchestraCCMDown, "},
+		"alert for not a duration":        {[]string{"prometheusRule.alerts.XenOrchestraCCMDown.for=soon"}, "for"},
+		"webhook certificate, no webhook": {[]string{"webhook.enabled=false", "metrics.certificate=webhook"}, "metrics.certificate webhook: webhook.enabled is false"},
+		"insecure with a certificate":     {[]string{"metrics.insecureHTTP=true", "metrics.certificate=selfSigned"}, "metrics.certificate selfSigned: metrics.insecureHTTP serves no certificate"},
+		"unknown metrics certificate":     {[]string{"metrics.certificate=letsencrypt"}, "certificate"},
 		"nothing to run":                  {[]string{"controllers=null", "webhook.enabled=false"}, "the pods would run nothing"},
 		"workers in args":                 {[]string{"extraArgs[0]=--workers=8"}, "--workers=8 is set by the chart; use workers"},
 		"controllers in args":             {[]string{"extraArgs[0]=--controllers=cloud-node"}, "use controllers"},

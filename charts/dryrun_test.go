@@ -52,12 +52,14 @@ func goModuleDir(t *testing.T, module string) string {
 
 // TestServerDryRun sends every object of every value combination to a real API server with
 // cert-manager's CRDs (from the cert-manager module the tests already parse with) and the
-// ServiceMonitor CRD installed, as a server-side dry run with strict field validation: the API
-// server's defaulting, validation and the CRDs' schemas judge the rendered chart.
+// ServiceMonitor and PrometheusRule CRDs installed, as a server-side dry run with strict field
+// validation: the API server's defaulting, validation and the CRDs' schemas judge the rendered
+// chart.
 func TestServerDryRun(t *testing.T) {
 	crds := []string{
 		filepath.Join(goModuleDir(t, "github.com/cert-manager/cert-manager"), "deploy", "crds"),
 		filepath.Join(goModuleDir(t, prometheusOperator), "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml"),
+		filepath.Join(goModuleDir(t, prometheusOperator), "example", "prometheus-operator-crd", "monitoring.coreos.com_prometheusrules.yaml"),
 	}
 	env, err := testenv.Start(testenv.Options{CRDPaths: crds})
 	if err != nil {

@@ -202,7 +202,7 @@ func TestUpstreamValues(t *testing.T) {
 		"--cloud-provider":                  {set: []string{"extraArgs[0]=--cloud-provider=xenorchestra"}, wantErr: "--cloud-provider=xenorchestra is a flag of the upstream controller"},
 		"--cloud-config":                    {set: []string{"extraArgs[0]=--cloud-config=/etc/xenorchestra/config.yaml"}, wantErr: "use config or existingConfigSecret"},
 		"--use-service-account-credentials": {set: []string{"extraArgs[0]=--use-service-account-credentials"}, wantErr: "upstream controller"},
-		"--secure-port":                     {set: []string{"extraArgs[0]=--secure-port=10258"}, wantErr: "use healthProbe.port and metrics.port"},
+		"--secure-port":                     {set: []string{"extraArgs[0]=--secure-port=10258"}, wantErr: "use metrics.port (HTTPS with TokenReview and SubjectAccessReview"},
 		"--authorization-always-allow-paths": {set: []string{"extraArgs[0]=--authorization-always-allow-paths=/healthz"},
 			wantErr: "upstream controller"},
 		"--leader-elect-resource-name": {set: []string{"extraArgs[0]=--leader-elect-resource-name=cloud-controller-manager-xenorchestra"},

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
 )
@@ -277,9 +278,10 @@ func TestExtraArgsMatchBinaryFlags(t *testing.T) {
 	}
 
 	// Every value that adds a flag, so that every chart-set flag shows: the certificate flags
-	// differ by webhook.certificates.mode.
+	// differ by webhook.certificates.mode, the metrics flags by metrics.insecureHTTP.
 	_, c := deployment(t, render(t, "ci/config-values.yaml"))
 	_, selfManaged := deployment(t, render(t, "ci/config-values.yaml", "webhook.certificates.mode=selfManaged"))
+	_, insecure := deployment(t, render(t, "ci/config-values.yaml", "metrics.insecureHTTP=true"))
 	fs.VisitAll(func(f *flag.Flag) {
 		t.Run(f.Name, func(t *testing.T) {
 			arg := "--" + f.Name + "=" + f.DefValue
@@ -293,8 +295,10 @@ func TestExtraArgsMatchBinaryFlags(t *testing.T) {
 			}
 			out, err := runHelm(t, append(templateArgs(namespace, "ci/config-values.yaml"), "-f", values)...)
 			_, chartSet := flagValue(t, c.Args, f.Name)
-			if _, ok := flagValue(t, selfManaged.Args, f.Name); ok {
-				chartSet = true
+			for _, other := range []*corev1.Container{selfManaged, insecure} {
+				if _, ok := flagValue(t, other.Args, f.Name); ok {
+					chartSet = true
+				}
 			}
 			switch {
 			case chartSet:

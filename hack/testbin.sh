@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # testbin.sh builds the real Kubernetes binaries the tests and the demo use (etcd, kube-apiserver,
-# kubectl, kubelet, kube-scheduler, kube-controller-manager, helm) from the Go module proxy,
-# because their release hosts are out of reach here. Results are cached: a second run checks
-# versions and exits in well under a second.
+# kubectl, kubelet, kube-scheduler, kube-controller-manager, helm), and Prometheus' promtool and
+# prometheus, from the Go module proxy, because their release hosts are out of reach here.
+# Results are cached: a second run checks versions and exits in well under a second.
 #
 #   hack/testbin.sh              build what is missing, print the directory holding the binaries
 #   hack/testbin.sh NAME...      the same for these binaries only
@@ -24,8 +24,8 @@
 # pinned to its version in their own graph: setup_build), so that the demo's client-go, api and
 # apimachinery are theirs, and its own packages and link fill the cores while the last of the
 # API server's compile. Modules download 16 at a time while the standard library packages that
-# every build uses compile. helm, a module graph of its own, builds alongside. While anything
-# builds, a line every 15 s says what and for how long.
+# every build uses compile. helm, and promtool with prometheus, modules of their own, build
+# alongside. While anything builds, a line every 15 s says what and for how long.
 #
 # Environment: TESTBIN_DIR (cache root, default ~/.cache/xenorchestra-ccm/testbin),
 # TESTBIN_NO_KUBELET=1 to leave the kubelet, kube-scheduler, kube-controller-manager, registry
@@ -41,6 +41,11 @@ K8S_MINORS="1.34 1.35 1.36 1.37"
 K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=3.7.3
 HELM_VERSION=3.22.0
+# Prometheus' Go module version 0.3MM.P is its release 3.MM.P (prometheus_release). Versions up
+# to 0.314.0 have replace or exclude directives in their go.mod, which `go install` refuses.
+PROMETHEUS_VERSION=0.316.0
+prometheus_release=${PROMETHEUS_VERSION#0.}
+prometheus_release="${prometheus_release:0:1}.$((10#${prometheus_release:1:2})).${prometheus_release#*.}"
 
 if [[ ! "$K8S_VERSION" =~ ^1\.[0-9]+\.[0-9]+$ || " $K8S_MINORS " != *" ${K8S_VERSION%.*} "* ]]; then
   echo "testbin: K8S_VERSION=$K8S_VERSION: want a full version of a supported minor ($K8S_MINORS), e.g. ${K8S_MINORS%% *}.0" >&2
@@ -65,12 +70,13 @@ want=("$@")
 if ((${#want[@]} == 0)); then
   want=(etcd kube-apiserver kubectl helm cyclonedx-gomod)
   [[ "${TESTBIN_NO_KUBELET:-}" == 1 ]] || want+=(kubelet kube-scheduler kube-controller-manager registry crane)
+  want+=(promtool prometheus)
 fi
 for b in "${want[@]}"; do
   case $b in
     etcd | kube-apiserver | kubectl | kubelet | kube-scheduler | kube-controller-manager | helm) ;;
-    registry | crane | cyclonedx-gomod) ;;
-    *) echo "testbin: unknown binary $b (etcd, kube-apiserver, kubectl, kubelet, kube-scheduler, kube-controller-manager, helm, registry, crane, cyclonedx-gomod)" >&2; exit 2 ;;
+    registry | crane | cyclonedx-gomod | promtool | prometheus) ;;
+    *) echo "testbin: unknown binary $b (etcd, kube-apiserver, kubectl, kubelet, kube-scheduler, kube-controller-manager, helm, registry, crane, cyclonedx-gomod, promtool, prometheus)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " ${want[*]} " == *" $1 "* ]]; }
@@ -230,6 +236,24 @@ link_etcd() {
   return 1
 }
 
+# build_prometheus builds promtool and prometheus in one `go install`, which compiles their shared
+# packages once, into the tools cache as install_tool does (once per version whatever
+# K8S_VERSION), and links them into $bin. Without the web UI's assets
+# (its pages answer 500, its API works) and without service discovery (remove_all_sd: the tests
+# scrape static targets), which leaves out the cloud SDKs: 1.9 GB of modules and most of the
+# compile time.
+build_prometheus() {
+  local dir="$root/tools/prometheus-$PROMETHEUS_VERSION" mod=github.com/prometheus/prometheus
+  if ! [[ -x "$dir/promtool" && -x "$dir/prometheus" ]]; then
+    # GOFLAGS=-mod=mod (above) is refused by go install pkg@version.
+    GOFLAGS= GOBIN="$dir" go install -tags remove_all_sd -gcflags="$gcflags" \
+      -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prometheus_release -X github.com/prometheus/common/version.Revision=v$PROMETHEUS_VERSION" \
+      "$mod/cmd/promtool@v$PROMETHEUS_VERSION" "$mod/cmd/prometheus@v$PROMETHEUS_VERSION"
+  fi
+  ln -sfn "$dir/promtool" "$bin/promtool"
+  ln -sfn "$dir/prometheus" "$bin/prometheus"
+}
+
 # What is missing.
 k8s=()
 if wants etcd && ! has etcd "etcd Version: $ETCD_VERSION" --version && ! link_etcd; then k8s+=(etcd); fi
@@ -291,5 +315,9 @@ if ((helm)); then start "helm v$HELM_VERSION" build_helm; fi
 if wants registry && ! has_module registry github.com/distribution/distribution/v3 "v$REGISTRY_VERSION"; then start "registry v$REGISTRY_VERSION" build_registry; fi
 if wants crane && ! has_module crane github.com/google/go-containerregistry "v$CRANE_VERSION"; then start "crane v$CRANE_VERSION" build_crane; fi
 if wants cyclonedx-gomod && ! has_module cyclonedx-gomod github.com/CycloneDX/cyclonedx-gomod "v$CYCLONEDX_GOMOD_VERSION"; then start "cyclonedx-gomod v$CYCLONEDX_GOMOD_VERSION" build_cyclonedx_gomod; fi
+if { wants promtool && ! has_module promtool github.com/prometheus/prometheus "v$PROMETHEUS_VERSION"; } ||
+  { wants prometheus && ! has_module prometheus github.com/prometheus/prometheus "v$PROMETHEUS_VERSION"; }; then
+  start "promtool and prometheus v$PROMETHEUS_VERSION" build_prometheus
+fi
 wait_all
 echo "$bin"

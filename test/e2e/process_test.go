@@ -25,6 +25,10 @@ type ccmArgs struct {
 	certDir     string
 	// leaderElect turns leader election on, in kube-system.
 	leaderElect bool
+	// secureMetrics serves the metrics endpoint as by default, over HTTPS behind the API
+	// server's authorization; otherwise over plain HTTP (--metrics-insecure-http), which the
+	// tests read without a token (the endpoint's authentication is tested on its own).
+	secureMetrics bool
 	// extra flags appended last.
 	extra []string
 }
@@ -63,6 +67,9 @@ func startCCM(t *testing.T, name string, a ccmArgs) *ccmProcess {
 	}
 	if a.leaderElect {
 		args = append(args, "--leader-elect-namespace=kube-system")
+	}
+	if !a.secureMetrics {
+		args = append(args, "--metrics-insecure-http")
 	}
 	if a.config != "" {
 		args = append(args, "--config="+a.config)

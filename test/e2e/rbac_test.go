@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,8 +46,9 @@ import (
 )
 
 // rbacModes are the ways the chart runs the binary that change what it asks of the API
-// server: each controller alone, none (webhook only), all, without the webhook, and the
-// webhook's certificates from cert-manager (a mounted folder) or self-managed. name names the
+// server: each controller alone, none (webhook only), all, without the webhook, the webhook's
+// certificates from cert-manager (a mounted folder) or self-managed, and the metrics endpoint
+// behind the API server's authorization (by default), over plain HTTP or off. name names the
 // release's namespace and resources; set are helm --set-json flags.
 var rbacModes = []struct {
 	name string
@@ -59,15 +62,21 @@ var rbacModes = []struct {
 	{"no-webhook", []string{`webhook.enabled=false`}},
 	{"self-managed", []string{`webhook.certificates.mode="selfManaged"`}},
 	{"webhook-only-self-managed", []string{`controllers=[]`, `webhook.certificates.mode="selfManaged"`}},
+	{"metrics-self-signed", []string{`webhook.enabled=false`, `metrics.certificate="selfSigned"`}},
+	{"metrics-insecure", []string{`metrics.insecureHTTP=true`}},
+	{"metrics-off", []string{`metrics.enabled=false`}},
 }
 
 // TestChartRBACIsEnough renders the chart in each of rbacModes, installs that mode's
 // ServiceAccount and RBAC, checks the roles grant nothing the mode does not use (no events
 // update, no Node deletion without cloud-node-lifecycle, no nodes/status without cloud-node, no
-// Node access without a controller), and runs the binary with the Deployment's flags as that
-// ServiceAccount through what the mode does: leader election, the webhook's admissions,
-// initialization, address and label sync after a migration, the shutdown taint, a deletion, the
-// events of each, and shutdown (the Lease released). It fails on any request the API server
+// Node access without a controller, no token or access reviews without an authorized metrics
+// endpoint; the metrics-reader role nothing but get on /metrics), and runs the binary with the
+// Deployment's flags as that ServiceAccount through what the mode does: leader election, the
+// webhook's admissions, initialization, address and label sync after a migration, the shutdown
+// taint, a deletion, the events of each, scrapes of the metrics endpoint with real
+// ServiceAccount tokens (none: 401, a ServiceAccount without the chart's metrics-reader role:
+// 403, one bound to it: 200), and shutdown (the Lease released). It fails on any request the API server
 // forbids (counted from its metrics, and the word in the binary's log). One API server serves
 // every mode, each in its own namespace.
 func TestChartRBACIsEnough(t *testing.T) {
@@ -93,8 +102,12 @@ type chartRun struct {
 	controllers []string
 	webhook     bool
 	selfManaged bool
-	rbac        []*unstructured.Unstructured
-	mwc         *admissionregistrationv1.MutatingWebhookConfiguration
+	// secureMetrics: the metrics endpoint is served behind the API server's authorization.
+	secureMetrics bool
+	// metricsReader is the chart's ClusterRole for scrapers ("" without secureMetrics).
+	metricsReader string
+	rbac          []*unstructured.Unstructured
+	mwc           *admissionregistrationv1.MutatingWebhookConfiguration
 }
 
 func (r *chartRun) runs(controller string) bool { return slices.Contains(r.controllers, controller) }
@@ -179,7 +192,7 @@ func runRBACMode(t *testing.T, env *testenv.Env, name string, set []string, forb
 	forbiddenBefore := forbiddenRequests(t, env)
 	// leaderElect false only keeps startCCM's kube-system Lease out: the chart's
 	// --leader-elect=true and --leader-elect-namespace (its release namespace) come after.
-	p := startCCM(t, name, ccmArgs{kubeconfig: kubeconfigPath, config: cfg, extra: extra})
+	p := startCCM(t, name, ccmArgs{kubeconfig: kubeconfigPath, config: cfg, extra: extra, secureMetrics: r.secureMetrics})
 	// However the mode ends (a wait that times out ends the test at once), the process stops
 	// and what the API server forbade it is counted: a missing grant shows as such.
 	defer func() {
@@ -204,6 +217,9 @@ func runRBACMode(t *testing.T, env *testenv.Env, name string, set []string, forb
 		}
 	}()
 	p.waitReady(t, 30*time.Second)
+	if r.secureMetrics {
+		checkMetricsAccess(t, env, r, p, caBundle)
+	}
 
 	prefix := name + "-"
 	vmInit := f.addVM(t, f.poolA, f.hostA1, prefix+"init", "10.9.0.1")
@@ -315,6 +331,88 @@ func runRBACMode(t *testing.T, env *testenv.Env, name string, set []string, forb
 	})
 }
 
+// checkMetricsAccess scrapes the mode's metrics endpoint with real ServiceAccount tokens: none
+// is refused (401), one of a ServiceAccount without the chart's metrics-reader ClusterRole too
+// (403), one bound to it is served (200). The endpoint reviews each token and access as the
+// chart's ServiceAccount: a missing grant shows as a 500 and as a request the API server
+// forbade. The certificate is verified with the webhook's CA (webhookCA, or the self-managed
+// CA's Secret), except the self-signed one of a mode without the webhook. Then it asks the API
+// server (SubjectAccessReview) whether the metrics-reader role grants anything more than get on
+// /metrics.
+func checkMetricsAccess(t *testing.T, env *testenv.Env, r *chartRun, p *ccmProcess, webhookCA []byte) {
+	t.Helper()
+	ctx := context.Background()
+	var roots *x509.CertPool
+	switch {
+	case r.selfManaged:
+		var ref string
+		for _, a := range r.args {
+			if v, ok := strings.CutPrefix(a, "--webhook-ca-secret="); ok {
+				ref = v
+			}
+		}
+		ns, name, _ := strings.Cut(ref, "/")
+		var s corev1.Secret
+		testenv.WaitFor(t, 30*time.Second, "the self-managed CA Secret", func() error {
+			return env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s)
+		})
+		webhookCA = s.Data["ca.crt"]
+		fallthrough
+	case r.webhook:
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(webhookCA) {
+			t.Fatal("no webhook CA to verify the metrics endpoint with")
+		}
+	}
+	c := testenv.MetricsClient(roots, "localhost")
+	url := "https://" + p.metrics + "/metrics"
+	reader := env.ServiceAccountToken(t, r.namespace, "prometheus", r.metricsReader)
+	nobody := env.ServiceAccountToken(t, r.namespace, "nobody")
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a ServiceAccount without the metrics-reader role", nobody, http.StatusForbidden},
+		{"a ServiceAccount bound to the metrics-reader role", reader, http.StatusOK},
+	} {
+		code, body, err := testenv.Scrape(c, url, tc.token)
+		if err != nil || code != tc.want {
+			t.Errorf("metrics, %s: %d %.200s %v; want %d", tc.who, code, body, err, tc.want)
+		}
+		if tc.want == http.StatusOK && !bytes.Contains(body, []byte("xenorchestra_build_info")) {
+			t.Errorf("metrics, %s: no xenorchestra_build_info in %.200s", tc.who, body)
+		}
+	}
+
+	// The role grants get on /metrics and nothing else.
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	sa := "system:serviceaccount:" + r.namespace + ":prometheus"
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + r.namespace, "system:authenticated"}
+	for _, a := range []struct {
+		nonResource *authorizationv1.NonResourceAttributes
+		resource    *authorizationv1.ResourceAttributes
+		allowed     bool
+	}{
+		{nonResource: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}, allowed: true},
+		{nonResource: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "post"}},
+		{nonResource: &authorizationv1.NonResourceAttributes{Path: "/debug/pprof/heap", Verb: "get"}},
+		{resource: &authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "list"}},
+		{resource: &authorizationv1.ResourceAttributes{Namespace: r.namespace, Resource: "secrets", Verb: "get"}},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: sa, Groups: groups, NonResourceAttributes: a.nonResource, ResourceAttributes: a.resource,
+		}}
+		res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status.Allowed != a.allowed {
+			t.Errorf("%s bound to %s: %+v%+v allowed %v, want %v", sa, r.metricsReader, a.nonResource, a.resource, res.Status.Allowed, a.allowed)
+		}
+	}
+}
+
 // checkLeastPrivilege asks the API server (SubjectAccessReview) whether user may do what r's
 // mode never does, cluster-wide and in its namespace.
 func checkLeastPrivilege(t *testing.T, env *testenv.Env, user envtest.User, r *chartRun) {
@@ -335,6 +433,11 @@ func checkLeastPrivilege(t *testing.T, env *testenv.Env, user envtest.User, r *c
 		for _, v := range []string{"get", "list", "watch", "patch"} {
 			denied = append(denied, access{"", "nodes", "", v})
 		}
+	}
+	if !r.secureMetrics {
+		// Only the metrics endpoint's authentication and authorization review anything.
+		denied = append(denied, access{"authentication.k8s.io", "tokenreviews", "", "create"},
+			access{"authorization.k8s.io", "subjectaccessreviews", "", "create"})
 	}
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	for _, a := range denied {
@@ -366,10 +469,10 @@ func checkLeastPrivilege(t *testing.T, env *testenv.Env, user envtest.User, r *c
 	}
 }
 
-// renderRun renders the chart with helm as release fullname (the name of every resource) in
+// renderChart renders the chart with helm as release fullname (the name of every resource) in
 // namespace, with the XO configuration in an existing Secret and set (--set-json flags), and
-// returns what the test installs and runs of it.
-func renderRun(t *testing.T, namespace, fullname string, set ...string) *chartRun {
+// returns its objects.
+func renderChart(t *testing.T, namespace, fullname string, set ...string) []*unstructured.Unstructured {
 	t.Helper()
 	dir, err := testenv.AssetsDir()
 	if err != nil {
@@ -390,13 +493,12 @@ func renderRun(t *testing.T, namespace, fullname string, set ...string) *chartRu
 	if err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-
-	r := &chartRun{namespace: namespace}
+	var objs []*unstructured.Unstructured
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return objs
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -405,20 +507,28 @@ func renderRun(t *testing.T, namespace, fullname string, set ...string) *chartRu
 		if err := yaml.Unmarshal(doc, &m); err != nil {
 			t.Fatal(err)
 		}
-		if m == nil {
-			continue
+		if m != nil {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
 		}
-		obj := &unstructured.Unstructured{Object: m}
+	}
+}
+
+// renderRun renders the chart as renderChart does and returns what the test installs and runs
+// of it.
+func renderRun(t *testing.T, namespace, fullname string, set ...string) *chartRun {
+	t.Helper()
+	r := &chartRun{namespace: namespace}
+	for _, obj := range renderChart(t, namespace, fullname, set...) {
 		switch obj.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			r.rbac = append(r.rbac, obj)
 		case "MutatingWebhookConfiguration":
 			r.mwc = &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, r.mwc); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, r.mwc); err != nil {
 				t.Fatal(err)
 			}
 		case "Deployment":
-			pod, _, _ := unstructured.NestedMap(m, "spec", "template", "spec")
+			pod, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
 			r.serviceAccount, _ = pod["serviceAccountName"].(string)
 			containers, _ := pod["containers"].([]any)
 			for _, ctr := range containers {
@@ -441,6 +551,13 @@ func renderRun(t *testing.T, namespace, fullname string, set ...string) *chartRu
 			r.webhook = true
 		case a == "--webhook-certs="+app.CertsSelfManaged:
 			r.selfManaged = true
+		case strings.HasPrefix(a, "--metrics-certs="):
+			r.secureMetrics = true
+		}
+	}
+	for _, obj := range r.rbac {
+		if obj.GetKind() == "ClusterRole" && strings.HasSuffix(obj.GetName(), "-metrics-reader") {
+			r.metricsReader = obj.GetName()
 		}
 	}
 	switch {
@@ -450,6 +567,8 @@ func renderRun(t *testing.T, namespace, fullname string, set ...string) *chartRu
 		t.Fatalf("the render has %d RBAC objects", len(r.rbac))
 	case r.webhook != (r.mwc != nil):
 		t.Fatalf("--webhook=%v but MutatingWebhookConfiguration %v", r.webhook, r.mwc != nil)
+	case r.secureMetrics != (r.metricsReader != ""):
+		t.Fatalf("metrics behind authorization %v but metrics-reader ClusterRole %q", r.secureMetrics, r.metricsReader)
 	}
 	return r
 }

@@ -24,6 +24,8 @@ webhook-cert-duration: webhook.certificates.selfManaged.certDuration
 webhook-lookup-timeout: webhook.lookupTimeout
 webhook-initialize: webhook.initialize
 metrics-bind-address: metrics.enabled and metrics.port
+metrics-certs: metrics.certificate
+metrics-insecure-http: metrics.insecureHTTP
 health-probe-bind-address: healthProbe.port
 leader-elect: nothing (leader election is always on, so that replicas never act at once)
 leader-elect-namespace: nothing (the Lease is in the release namespace, where the chart's Role grants it)
@@ -44,12 +46,12 @@ v: use logLevel (--v=N with a number is translated to it)
 cloud-provider: remove it (this binary serves Xen Orchestra only)
 cloud-config: use config or existingConfigSecret (the chart passes --config)
 use-service-account-credentials: remove it (the controllers act as the chart's ServiceAccount)
-secure-port: use healthProbe.port and metrics.port (plain HTTP here)
-bind-address: use healthProbe.port and metrics.port (plain HTTP here)
-authorization-always-allow-paths: remove it (probes and metrics need no authorization here)
-authentication-skip-lookup: remove it (probes and metrics need no authentication here)
-authentication-kubeconfig: remove it (probes and metrics need no authentication here)
-authorization-kubeconfig: remove it (probes and metrics need no authorization here)
+secure-port: use metrics.port (HTTPS with TokenReview and SubjectAccessReview, as upstream's secure port) and healthProbe.port
+bind-address: use metrics.port and healthProbe.port (they listen on every address)
+authorization-always-allow-paths: remove it (the health probes are anonymous; /metrics always needs a token allowed get on it)
+authentication-skip-lookup: remove it (tokens are checked with TokenReview through the pod's ServiceAccount)
+authentication-kubeconfig: remove it (tokens are checked with TokenReview through the pod's ServiceAccount)
+authorization-kubeconfig: remove it (requests are authorized with SubjectAccessReview through the pod's ServiceAccount)
 leader-elect-resource-name: remove it (the Lease is xenorchestra-cloud-controller-manager in the release namespace)
 leader-elect-resource-namespace: remove it (the Lease is in the release namespace)
 leader-elect-resource-lock: remove it (the lock is always a Lease)
