@@ -32,7 +32,7 @@ const (
 	// uninitialized until that is fixed.
 	StateVMNotResolved = "vm_not_resolved"
 	// StateUninitialized: the Node carries the uninitialized taint and its VM resolves: the
-	// cloud-node controller is about to initialize it.
+	// cloud-node controller lifts it once the Node is described completely (node.Missing).
 	StateUninitialized = "uninitialized"
 	// StateDeletionPending: the Node is initialized, has a providerID, is NotReady, and the
 	// inventory does not have its VM: the cloud-node-lifecycle controller deletes it once XO
