@@ -94,13 +94,9 @@ func RunConfig(ctx context.Context, o *Options, cfg *config.Config, restConfig *
 	// The webhook's certificate, once it has one: the metrics endpoint may serve it, and its
 	// validity is a metric.
 	webhookCert := &webhookCertificate{}
-	metricsOpts, err := metricsOptions(o, webhookCert)
-	if err != nil {
-		return err
-	}
 	mgrOpts := ctrl.Options{
 		Scheme:                        clientgoscheme.Scheme,
-		Metrics:                       metricsOpts,
+		Metrics:                       metricsOptions(o, webhookCert),
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              LeaseName,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +31,9 @@ const (
 	// MetricsCertsWebhook serves the webhook's own certificate (--webhook-certs), which clients
 	// verify with the webhook's CA, the caBundle of its MutatingWebhookConfiguration.
 	MetricsCertsWebhook = "webhook"
-	// MetricsCertsSelfSigned serves a certificate made in memory at start, signed by a CA made
-	// with it and thrown away: encryption without a verifiable identity, as kube-controller-manager
-	// does by default.
+	// MetricsCertsSelfSigned serves a certificate the process makes in memory, signed by a CA
+	// made with it and thrown away: encryption without a verifiable identity, as
+	// kube-controller-manager does by default.
 	MetricsCertsSelfSigned = "self-signed"
 )
 
@@ -78,19 +79,16 @@ func (o *Options) validateMetrics() []error {
 // apart find the pool emptied by the collections in between, so every scrape allocated one (5 %
 // of the live heap with 5,000 Nodes) to turn 120 KB of text into 14 KB: 7 KB/s more on the wire
 // at a 15-s scrape interval.
-func metricsOptions(o *Options, webhookCert *webhookCertificate) (metricsserver.Options, error) {
+func metricsOptions(o *Options, webhookCert *webhookCertificate) metricsserver.Options {
 	opts := metricsserver.Options{
 		BindAddress:   o.MetricsBindAddress,
 		ExtraHandlers: profilingHandlers(o.Profiling),
 		HandlerOpts:   []func(*promhttp.HandlerOpts){func(h *promhttp.HandlerOpts) { h.DisableCompression = true }},
 	}
 	if o.MetricsInsecureHTTP || o.MetricsBindAddress == "0" {
-		return opts, nil
+		return opts
 	}
-	cert, err := newServingCertificate(o.metricsCertSource(), webhookCert)
-	if err != nil {
-		return opts, err
-	}
+	cert := newServingCertificate(o.metricsCertSource(), webhookCert)
 	opts.SecureServing = true
 	opts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
@@ -100,7 +98,7 @@ func metricsOptions(o *Options, webhookCert *webhookCertificate) (metricsserver.
 		// stream-reset floods (CVE-2023-44487, CVE-2023-39325).
 		c.NextProtos = []string{"http/1.1"}
 	}}
-	return opts, nil
+	return opts
 }
 
 // profilingHandlers returns Go's pprof handlers when profiling is on.
@@ -118,19 +116,30 @@ func profilingHandlers(on bool) map[string]http.Handler {
 }
 
 // servingCertificate is the metrics endpoint's certificate: the webhook's when there is one
-// and the mode asks for it, else a self-signed one made at start. The webhook's may come later
-// than the metrics endpoint (cert-manager issues it once this controller has initialized the
-// Nodes): meanwhile the self-signed one is served, so that metrics are there from the start.
+// and the mode asks for it, else a self-signed one. The webhook's may come later than the
+// metrics endpoint (cert-manager issues it once this controller has initialized the Nodes):
+// meanwhile the self-signed one is served, so that metrics are there from the start.
 type servingCertificate struct {
-	webhook    *webhookCertificate // nil: self-signed only
-	selfSigned *tls.Certificate
+	webhook *webhookCertificate // nil: self-signed only
+	// selfSigned is made at the first handshake that needs it: with the webhook's certificate
+	// at hand, an RSA key generated at every start for nothing would delay it.
+	selfSigned func() (*tls.Certificate, error)
 }
 
 // newServingCertificate returns the certificate of mode (MetricsCertsWebhook or
 // MetricsCertsSelfSigned).
-func newServingCertificate(mode string, webhook *webhookCertificate) (*servingCertificate, error) {
-	// client-go's self-signed pair, as controller-runtime's metrics server makes when it has no
-	// certificate: a CA and a certificate for localhost and 127.0.0.1 signed by it.
+func newServingCertificate(mode string, webhook *webhookCertificate) *servingCertificate {
+	s := &servingCertificate{selfSigned: sync.OnceValues(selfSignedCertificate)}
+	if mode == MetricsCertsWebhook {
+		s.webhook = webhook
+	}
+	return s
+}
+
+// selfSignedCertificate returns client-go's self-signed pair, as controller-runtime's metrics
+// server makes when it has no certificate: a CA and a certificate for localhost and 127.0.0.1
+// signed by it.
+func selfSignedCertificate() (*tls.Certificate, error) {
 	crt, key, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: self-signed certificate: %w", err)
@@ -139,11 +148,7 @@ func newServingCertificate(mode string, webhook *webhookCertificate) (*servingCe
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: self-signed certificate: %w", err)
 	}
-	s := &servingCertificate{selfSigned: &pair}
-	if mode == MetricsCertsWebhook {
-		s.webhook = webhook
-	}
-	return s, nil
+	return &pair, nil
 }
 
 // GetCertificate is the TLS server's tls.Config.GetCertificate.
@@ -153,7 +158,7 @@ func (s *servingCertificate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certific
 			return c, nil
 		}
 	}
-	return s.selfSigned, nil
+	return s.selfSigned()
 }
 
 // certificateGetter is a tls.Config.GetCertificate.

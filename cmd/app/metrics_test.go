@@ -15,12 +15,8 @@ import (
 func TestMetricsUncompressed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "xenorchestra_test_total", Help: "A test counter."}))
-	mo, err := metricsOptions(NewOptions(), &webhookCertificate{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var opts promhttp.HandlerOpts
-	for _, f := range mo.HandlerOpts {
+	for _, f := range metricsOptions(NewOptions(), &webhookCertificate{}).HandlerOpts {
 		f(&opts)
 	}
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)

@@ -225,51 +225,59 @@ func TestPrometheus(t *testing.T) {
 		}
 	})
 
-	// All is well: no alert pending or firing, for at least three evaluations with every series
-	// present.
-	testenv.WaitFor(t, 30*time.Second, "no alert while all is well", func() error {
-		if a := prom.alerts(t); len(a) != 0 {
-			return fmt.Errorf("alerts %v", a)
-		}
-		return nil
-	})
+	// All is well: no alert pending or firing.
+	prom.waitNoAlert(t, "while all is well")
 
 	t.Run("XO refuses the token", func(t *testing.T) {
-		// Revoked, and the open event stream cut as an XO restart cuts it: every request of
-		// the controller is refused from now on.
-		t0 := time.Now()
-		x.sim.RevokeToken(token)
-		x.sim.CutEventStreams()
-		pending, firing := prom.waitAlert(t, "XenOrchestraCCMTokenRefused", map[string]string{"server": server, "namespace": ns, "severity": "critical"})
-		t1 := time.Now()
-		x.sim.AddToken(token)
-		resolved := prom.waitResolved(t, "XenOrchestraCCMTokenRefused")
-		t.Logf("XenOrchestraCCMTokenRefused (for %s, rate window %s): pending %s after the token was refused, firing %s after, resolved %s after it was accepted again",
-			promFor, promRate, pending.Sub(t0).Round(100*time.Millisecond), firing.Sub(t0).Round(100*time.Millisecond), resolved.Sub(t1).Round(100*time.Millisecond))
-		if firing.Sub(pending) < 5*time.Second {
-			t.Errorf("fired %s after pending, before its for of %s", firing.Sub(pending), promFor)
-		}
-		testenv.WaitFor(t, 60*time.Second, "no alert left once XO accepts the token", func() error {
-			if a := prom.alerts(t); len(a) != 0 {
-				return fmt.Errorf("alerts %v", a)
-			}
-			return nil
-		})
+		prom.fireAndResolve(t, "XenOrchestraCCMTokenRefused", map[string]string{"server": server, "namespace": ns, "severity": "critical"},
+			"the token refused", func() {
+				// Revoked, and the open event stream cut as an XO restart cuts it: every
+				// request of the controller is refused from now on.
+				x.sim.RevokeToken(token)
+				x.sim.CutEventStreams()
+			},
+			"it was accepted again", func() { x.sim.AddToken(token) })
+		prom.waitNoAlert(t, "once XO accepts the token")
 	})
 
 	t.Run("XO's event stream cut", func(t *testing.T) {
-		t0 := time.Now()
-		fault := x.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusServiceUnavailable, PathPrefix: "/rest/v0/events"})
-		x.sim.CutEventStreams()
-		pending, firing := prom.waitAlert(t, "XenOrchestraCCMEventStreamDown", map[string]string{"server": server, "namespace": ns, "pod": fullname + "-0", "severity": "warning"})
-		t1 := time.Now()
-		x.sim.RemoveFault(fault)
-		resolved := prom.waitResolved(t, "XenOrchestraCCMEventStreamDown")
-		t.Logf("XenOrchestraCCMEventStreamDown (for %s, rate window %s): pending %s after the cut, firing %s after, resolved %s after XO took subscriptions again (the controller reconnects after its backoff)",
-			promFor, promRate, pending.Sub(t0).Round(100*time.Millisecond), firing.Sub(t0).Round(100*time.Millisecond), resolved.Sub(t1).Round(100*time.Millisecond))
-		if firing.Sub(pending) < 5*time.Second {
-			t.Errorf("fired %s after pending, before its for of %s", firing.Sub(pending), promFor)
+		var fault xosim.FaultID
+		prom.fireAndResolve(t, "XenOrchestraCCMEventStreamDown", map[string]string{"server": server, "namespace": ns, "pod": fullname + "-0", "severity": "warning"},
+			"the cut", func() {
+				fault = x.sim.InjectFault(xosim.Fault{Kind: xosim.FaultStatus, Status: http.StatusServiceUnavailable, PathPrefix: "/rest/v0/events"})
+				x.sim.CutEventStreams()
+			},
+			"XO took subscriptions again (the controller reconnects after its backoff)", func() { x.sim.RemoveFault(fault) })
+	})
+}
+
+// fireAndResolve causes the trouble of alert name, waits until it fires with labels among its
+// own, having been pending for its for (promFor) at least, then cures the trouble and waits
+// until the alert resolves; it logs how long each took.
+func (p *prometheus) fireAndResolve(t *testing.T, name string, labels map[string]string, trouble string, cause func(), cured string, cure func()) {
+	t.Helper()
+	t0 := time.Now()
+	cause()
+	pending, firing := p.waitAlert(t, name, labels)
+	t1 := time.Now()
+	cure()
+	resolved := p.waitResolved(t, name)
+	t.Logf("%s (for %s, rate window %s): pending %s after %s, firing %s after, resolved %s after %s",
+		name, promFor, promRate, pending.Sub(t0).Round(100*time.Millisecond), trouble, firing.Sub(t0).Round(100*time.Millisecond),
+		resolved.Sub(t1).Round(100*time.Millisecond), cured)
+	if f, _ := time.ParseDuration(promFor); firing.Sub(pending) < f {
+		t.Errorf("%s fired %s after it was pending, before its for of %s", name, firing.Sub(pending), promFor)
+	}
+}
+
+// waitNoAlert waits until no alert is pending or firing.
+func (p *prometheus) waitNoAlert(t *testing.T, when string) {
+	t.Helper()
+	testenv.WaitFor(t, 60*time.Second, "no alert "+when, func() error {
+		if a := p.alerts(t); len(a) != 0 {
+			return fmt.Errorf("alerts %v", a)
 		}
+		return nil
 	})
 }
 

@@ -76,9 +76,9 @@ var rbacModes = []struct {
 // webhook's admissions, initialization, address and label sync after a migration, the shutdown
 // taint, a deletion, the events of each, scrapes of the metrics endpoint with real
 // ServiceAccount tokens (none: 401, a ServiceAccount without the chart's metrics-reader role:
-// 403, one bound to it: 200), and shutdown (the Lease released). It fails on any request the API server
-// forbids (counted from its metrics, and the word in the binary's log). One API server serves
-// every mode, each in its own namespace.
+// 403, one bound to it: 200), and shutdown (the Lease released). It fails on any request the
+// API server forbids (counted from its metrics, and the word in the binary's log). One API
+// server serves every mode, each in its own namespace.
 func TestChartRBACIsEnough(t *testing.T) {
 	env := testenv.StartTest(t, testenv.Options{})
 	var summary []string
