@@ -52,9 +52,9 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reader := env.ServiceAccountToken(t, "monitoring", "prometheus", "metrics-reader")
-	profiler := env.ServiceAccountToken(t, "monitoring", "profiler", "profile-reader")
-	nobody := env.ServiceAccountToken(t, "monitoring", "nobody")
+	reader := testenv.ServiceAccountToken(t, env.Config, "monitoring", "prometheus", "metrics-reader")
+	profiler := testenv.ServiceAccountToken(t, env.Config, "monitoring", "profiler", "profile-reader")
+	nobody := testenv.ServiceAccountToken(t, env.Config, "monitoring", "nobody")
 
 	// start runs the command with the webhook's certificate from certDir ("" without the
 	// webhook) and extra settings, and returns the metrics URL.

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -23,18 +24,25 @@ import (
 // metrics-reader ClusterRole grants it.
 var MetricsReaderRules = []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
 
-// ServiceAccountToken creates the ServiceAccount namespace/name (and its namespace) unless they
-// exist, binds it to each of clusterRoles with a ClusterRoleBinding of its own, and returns a
-// token the API server issues for it (TokenRequest, valid an hour): what a pod of that
-// ServiceAccount reads from its projected token.
-func (e *Env) ServiceAccountToken(t testing.TB, namespace, name string, clusterRoles ...string) string {
+// ServiceAccountToken creates, through the API server of cfg, the ServiceAccount namespace/name
+// (and its namespace) unless they exist, binds it to each of clusterRoles with a
+// ClusterRoleBinding of its own, and returns a token the API server issues for it (TokenRequest,
+// valid an hour): what a pod of that ServiceAccount reads from its projected token. The
+// ServiceAccount and the bindings it created are deleted when the test ends.
+func ServiceAccountToken(t testing.TB, cfg *rest.Config, namespace, name string, clusterRoles ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(e.Config)
+	cs := kubernetes.NewForConfigOrDie(cfg)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		t.Cleanup(func() {
+			_ = cs.CoreV1().ServiceAccounts(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	case !apierrors.IsAlreadyExists(err):
 		t.Fatal(err)
 	}
 	for _, role := range clusterRoles {
@@ -43,7 +51,13 @@ func (e *Env) ServiceAccountToken(t testing.TB, namespace, name string, clusterR
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
 		}
-		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			t.Cleanup(func() {
+				_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+			})
+		case !apierrors.IsAlreadyExists(err):
 			t.Fatal(err)
 		}
 	}

@@ -132,7 +132,7 @@ func TestPrometheus(t *testing.T) {
 	promDir := t.TempDir()
 	// What Prometheus reads in its pod: its ServiceAccount's token, and the CA of the Secret the
 	// ServiceMonitor names (what cert-manager puts in ca.crt).
-	writeConfig(t, promDir, "token", env.ServiceAccountToken(t, "monitoring", "prometheus", reader.GetName()))
+	writeConfig(t, promDir, "token", testenv.ServiceAccountToken(t, env.Config, "monitoring", "prometheus", reader.GetName()))
 	writeConfig(t, promDir, "ca.crt", string(ca.PEM))
 	rule := find("PrometheusRule", fullname)
 	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")

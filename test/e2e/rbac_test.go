@@ -366,8 +366,8 @@ func checkMetricsAccess(t *testing.T, env *testenv.Env, r *chartRun, p *ccmProce
 	}
 	c := testenv.MetricsClient(roots, "localhost")
 	url := "https://" + p.metrics + "/metrics"
-	reader := env.ServiceAccountToken(t, r.namespace, "prometheus", r.metricsReader)
-	nobody := env.ServiceAccountToken(t, r.namespace, "nobody")
+	reader := testenv.ServiceAccountToken(t, env.Config, r.namespace, "prometheus", r.metricsReader)
+	nobody := testenv.ServiceAccountToken(t, env.Config, r.namespace, "nobody")
 	for _, tc := range []struct {
 		who, token string
 		want       int
