@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -90,7 +89,7 @@ func metricsOptions(o *Options, webhookCert *webhookCertificate) metricsserver.O
 	}
 	cert := newServingCertificate(o.metricsCertSource(), webhookCert)
 	opts.SecureServing = true
-	opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	opts.FilterProvider = delegatedAuth
 	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) {
 		c.MinVersion = tls.VersionTLS12
 		c.GetCertificate = cert.GetCertificate

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
@@ -88,7 +91,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			want             int
 		}{
 			{"anonymous", "", "/metrics", http.StatusUnauthorized},
-			{"a token the API server does not know", "not-a-token", "/metrics", http.StatusInternalServerError},
+			{"a token the API server does not know", "not-a-token", "/metrics", http.StatusUnauthorized},
 			{"a ServiceAccount without the role", nobody, "/metrics", http.StatusForbidden},
 			{"the metrics reader", reader, "/metrics", http.StatusOK},
 			{"anonymous, a profile", "", "/debug/pprof/cmdline", http.StatusUnauthorized},
@@ -229,4 +232,57 @@ func certificateIn(t *testing.T, path string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return crt
+}
+
+// TestDelegatedAuthCaches: the metrics filter reviews a token and its access with the API server
+// once, then answers from its cache; a request without a token costs no review.
+func TestDelegatedAuthCaches(t *testing.T) {
+	env := testenv.StartTest(t, testenv.Options{})
+	if err := env.Client.Create(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"}, Rules: testenv.MetricsReaderRules}); err != nil {
+		t.Fatal(err)
+	}
+	reader := testenv.ServiceAccountToken(t, env.Config, "monitoring", "prometheus", "metrics-reader")
+	nobody := testenv.ServiceAccountToken(t, env.Config, "monitoring", "nobody")
+
+	var reviews testenv.RequestCounter
+	cfg := reviews.Config(env.Config)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter, err := app.DelegatedAuth(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := filter(logr.Discard(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics")) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	count := func() int {
+		return reviews.Requests(http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews") +
+			reviews.Requests(http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+	}
+	for _, tc := range []struct {
+		who, token, path string
+		want, reviews    int
+	}{
+		{"anonymous", "", "/metrics", http.StatusUnauthorized, 0},
+		{"the metrics reader", reader, "/metrics", http.StatusOK, 2},
+		{"the metrics reader again", reader, "/metrics", http.StatusOK, 0},
+		{"the metrics reader, another path", reader, "/debug/pprof/", http.StatusForbidden, 2},
+		{"no role", nobody, "/metrics", http.StatusForbidden, 2},
+		{"no role again", nobody, "/metrics", http.StatusForbidden, 0},
+		{"a token the API server does not know", "not-a-token", "/metrics", http.StatusUnauthorized, 1},
+	} {
+		before := count()
+		code, _, err := testenv.Scrape(srv.Client(), srv.URL+tc.path, tc.token)
+		if err != nil || code != tc.want {
+			t.Errorf("%s: %d, %v; want %d", tc.who, code, err, tc.want)
+		}
+		if got := count() - before; got != tc.reviews {
+			t.Errorf("%s: %d reviews at the API server, want %d", tc.who, got, tc.reviews)
+		}
+	}
 }

@@ -285,6 +285,13 @@ func (c *RequestCounter) NodeWrites(name string) int {
 	return n
 }
 
+// Requests returns how many requests were sent with this method and path.
+func (c *RequestCounter) Requests(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[method+" "+path]
+}
+
 // Conflicts returns how many requests were answered 409 Conflict.
 func (c *RequestCounter) Conflicts() int {
 	c.mu.Lock()

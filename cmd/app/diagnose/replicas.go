@@ -92,10 +92,9 @@ func (s *session) checkReplicas(ctx context.Context) {
 			case errors.Is(err, errTunnel):
 				l.Fix = "a port-forward needs create on pods/portforward in " + t.Namespace + ", and the API server's way to the kubelet (kubectl port-forward fails alike)"
 			case errors.As(err, &status) && status == http.StatusUnauthorized:
-				l.Fix = "the endpoint reviews bearer tokens with the API server: " + tokenFix
+				l.Fix = "the endpoint reviews bearer tokens with the API server, which did not accept yours (none, expired, or of a deleted ServiceAccount): " + tokenFix
 			case errors.As(err, &status) && status == http.StatusInternalServerError:
-				// controller-runtime's authentication filter answers so when the TokenReview rejects the token.
-				l.Fix = "the API server did not accept your token (expired, or of a deleted ServiceAccount): " + tokenFix
+				l.Fix = "the replica could not reach the API server to review your token: check its log (kubectl logs) and its ServiceAccount's create on tokenreviews and subjectaccessreviews"
 			case errors.As(err, &status) && status == http.StatusForbidden:
 				l.Fix = "grant your user get on the non-resource URL /metrics (a ClusterRole with nonResourceURLs: [\"/metrics\"], verbs: [\"get\"])"
 			}
