@@ -953,6 +953,7 @@ func TestRenderRejects(t *testing.T) {
 		"unknown alert":                   {[]string{"prometheusRule.alerts.XenOrchestraCCMDwn.enabled=false"}, "prometheusRule.alerts.XenOrchestraCCMDwn: no such alert; the chart's alerts are XenOrchestraCCMDown, "},
 		"alert for not a duration":        {[]string{"prometheusRule.alerts.XenOrchestraCCMDown.for=soon"}, "for"},
 		"webhook certificate, no webhook": {[]string{"webhook.enabled=false", "metrics.certificate=webhook"}, "metrics.certificate webhook: webhook.enabled is false"},
+		"profiles over plain HTTP":        {[]string{"metrics.insecureHTTP=true", "extraArgs[0]=--profiling"}, "extraArgs --profiling: the profiles are served only behind"},
 		"insecure with a certificate":     {[]string{"metrics.insecureHTTP=true", "metrics.certificate=selfSigned"}, "metrics.certificate selfSigned: metrics.insecureHTTP serves no certificate"},
 		"unknown metrics certificate":     {[]string{"metrics.certificate=letsencrypt"}, "certificate"},
 		"nothing to run":                  {[]string{"controllers=null", "webhook.enabled=false"}, "the pods would run nothing"},

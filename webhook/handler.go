@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,14 +36,19 @@ type admitAlways struct {
 }
 
 // Handle runs the defaulter, writes its change of the taints as one keyed operation
-// (keyedTaints), and turns a refusal into an admission with a warning.
+// (keyedTaints), and turns a refusal, or taints it cannot write, into an admission of the Node
+// unchanged, with a warning.
 func (h admitAlways) Handle(ctx context.Context, req admission.Request) admission.Response {
 	var out finalTaints
 	resp := h.Handler.Handle(context.WithValue(ctx, finalTaintsKey{}, &out), req)
-	if resp.Allowed {
-		if out.changed {
-			return keyedTaints(resp, req.Object.Raw, out.taints)
+	if resp.Allowed && out.changed {
+		keyed, err := keyedTaints(resp, req.Object.Raw, out.taints)
+		if err == nil {
+			return keyed
 		}
+		resp = admission.Errored(http.StatusInternalServerError, err)
+	}
+	if resp.Allowed {
 		return resp
 	}
 	msg := "refused by the defaulter"
@@ -83,14 +89,14 @@ func recordTaints(ctx context.Context, before, after []corev1.Taint) {
 // by position: lifting the first of the kubelet's two taints rewrote the first element into the
 // second, and a field the Go type does not know (from a newer API server) stayed on the wrong
 // taint. Taints are told apart by key, effect and value, as the API server keeps them.
-func keyedTaints(resp admission.Response, raw []byte, final []corev1.Taint) admission.Response {
+func keyedTaints(resp admission.Response, raw []byte, final []corev1.Taint) (admission.Response, error) {
 	var sent struct {
 		Spec struct {
 			Taints []json.RawMessage `json:"taints"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(raw, &sent); err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return resp, fmt.Errorf("read the taints of the Node sent: %w", err)
 	}
 	value := make([]any, 0, len(final))
 	for _, t := range final {
@@ -114,5 +120,5 @@ func keyedTaints(resp admission.Response, raw []byte, final []corev1.Taint) admi
 	resp.Patches = append(resp.Patches, jsonpatch.JsonPatchOperation{Operation: op, Path: "/spec/taints", Value: value})
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.PatchType = &pt
-	return resp
+	return resp, nil
 }

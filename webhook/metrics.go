@@ -5,8 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
 var (
@@ -25,12 +23,8 @@ func init() {
 	metrics.Registry.MustRegister(admissionsTotal, admissionDuration)
 }
 
-// observeResult counts an admission that resolved the Node to res.
-func observeResult(result string, res node.Result, start time.Time) {
-	observe(result, res.Method.String(), res.Outcome.String(), start)
-}
-
-func observe(result, method, outcome string, start time.Time) {
+// observeAdmission counts an admission and its duration since start.
+func observeAdmission(result, method, outcome string, start time.Time) {
 	admissionsTotal.WithLabelValues(result, method, outcome).Inc()
 	admissionDuration.Observe(time.Since(start).Seconds())
 }

@@ -63,8 +63,18 @@ func (d *NodeDefaulter) Register(srv ctrlwebhook.Server) error {
 // would deny the Node, and registration must never depend on XO.
 func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	start := time.Now()
+	// A dry run (kubectl create --dry-run=server, check's probe) gets the answer a real CREATE
+	// would get, and nothing else: the webhook declares sideEffects None, so no event, and no
+	// count in the admission metrics, which alert on Nodes left undescribed.
+	dry := dryRun(ctx)
+	observe := func(result, method, outcome string) {
+		if !dry {
+			observeAdmission(result, method, outcome, start)
+		}
+	}
+	observeResult := func(result string, res node.Result) { observe(result, res.Method.String(), res.Outcome.String()) }
 	if d.Ignore.Ignored(n) {
-		observe("ignored", node.MethodNone.String(), "none", start)
+		observe("ignored", node.MethodNone.String(), "none")
 		return nil
 	}
 	log := logr.FromContextOrDiscard(ctx)
@@ -74,14 +84,14 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	}
 	switch {
 	case res.Outcome == node.OutcomeForeign:
-		observeResult("foreign", res, start)
+		observeResult("foreign", res)
 		return nil
 	case res.Outcome != node.OutcomeMatched || res.VM == nil:
 		log.V(1).Info("Node admitted unchanged", "node", n.Name, "outcome", res.Outcome.String(), "reason", res.String())
-		if !dryRun(ctx) {
+		if !dry {
 			d.eventVMNotResolved(n, res)
 		}
-		observeResult("unchanged", res, start)
+		observeResult("unchanged", res)
 		return nil
 	}
 	vm := res.VM
@@ -98,7 +108,7 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 			result = "initialized"
 		}
 	}
-	if !dryRun(ctx) {
+	if !dry {
 		for _, r := range desc.Rejected {
 			d.eventLabelRejected(n, r)
 		}
@@ -110,7 +120,7 @@ func (d *NodeDefaulter) Default(ctx context.Context, n *corev1.Node) error {
 	if log := log.V(1); log.Enabled() {
 		log.Info("Node described at creation", "node", n.Name, "vm", vm.ID, "pool", vm.PoolID, "method", res.Method.String(), "result", result)
 	}
-	observeResult(result, res, start)
+	observeResult(result, res)
 	return nil
 }
 

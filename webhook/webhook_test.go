@@ -378,16 +378,21 @@ func TestInvalidNameSanitized(t *testing.T) {
 
 // TestDryRunEmitsNoEvent: a dry-run CREATE (kubectl create --dry-run=server) is described
 // like any other, its answer the Node a real CREATE would store (born complete here), but the
-// webhook declares sideEffects None, so it emits no event, and nothing is stored: no taint is
-// lifted anywhere. The same Node created for real does emit.
+// webhook declares sideEffects None, so it emits no event and counts no admission, and nothing
+// is stored: no taint is lifted anywhere. The same Node created for real does emit.
 func TestDryRunEmitsNoEvent(t *testing.T) {
 	w := serve(t, tagLabels)
 	vm := w.addVM(t, xosim.VMSpec{NameLabel: "dry", CPUs: 2, Memory: xosim.GiB, IPs: []string{"10.1.0.4"}, Tags: []string{
 		"k8s.xenorchestra/label:node-role.kubernetes.io/control-plane=",
 	}})
 	n := testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm))
+	admissions := testenv.MetricValue(t, "xenorchestra_webhook_admissions_total", nil)
+	initialized := testenv.MetricValue(t, "xenorchestra_webhook_admissions_total", map[string]string{"result": "initialized"})
 	if err := env.Client.Create(context.Background(), n, client.DryRunAll); err != nil {
 		t.Fatal(err)
+	}
+	if d := testenv.MetricValue(t, "xenorchestra_webhook_admissions_total", nil) - admissions; d != 0 {
+		t.Errorf("a dry run counted %v admissions, want none", d)
 	}
 	w.wantDescribed(t, n, vm)
 	wantBornComplete(t, n)
@@ -399,6 +404,9 @@ func TestDryRunEmitsNoEvent(t *testing.T) {
 	}
 	create(t, testenv.KubeletNode("node-dry", testenv.WithSystemUUID(vm)))
 	w.wantEvent(t, "node-dry", nodeevents.ReasonLabelRejected, "node-role.kubernetes.io/control-plane")
+	if d := testenv.MetricValue(t, "xenorchestra_webhook_admissions_total", map[string]string{"result": "initialized"}) - initialized; d != 1 {
+		t.Errorf("the real CREATE counted %v admissions, want one", d)
+	}
 }
 
 func TestTagLabelsAndRefusedKeys(t *testing.T) {

@@ -65,6 +65,9 @@ func (o *Options) validateMetrics() []error {
 	if o.MetricsInsecureHTTP && o.MetricsCerts != MetricsCertsAuto {
 		errs = append(errs, fmt.Errorf("--metrics-certs=%s: --metrics-insecure-http serves no certificate; remove one of them", o.MetricsCerts))
 	}
+	if o.MetricsInsecureHTTP && o.Profiling {
+		errs = append(errs, errors.New("--profiling: the profiles are served only behind the metrics endpoint's authentication, which --metrics-insecure-http turns off; remove one of them"))
+	}
 	return errs
 }
 
@@ -191,24 +194,27 @@ func (w *webhookCertificate) current() (*tls.Certificate, error) {
 // the webhook server reads them), until ctx ends.
 func (w *webhookCertificate) watchDir(dir string) everyReplica {
 	return func(ctx context.Context) error {
-		t := time.NewTicker(certPollInterval)
-		defer t.Stop()
-		for !certsPresent(dir) {
+		for logged := false; ; {
+			if !waitForCerts(ctx, dir) {
+				return nil
+			}
+			cw, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+			if err == nil {
+				w.set(cw.GetCertificate)
+				return cw.Start(ctx)
+			}
+			// A pair read while it is written (a rotation): the self-signed certificate stays
+			// until the next look; the failure is said once.
+			if !logged {
+				ctrl.Log.WithName("metrics").Error(err, "Cannot read the webhook's certificate; the metrics endpoint keeps its self-signed one and looks again", "certDir", dir, "every", certPollInterval)
+				logged = true
+			}
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-t.C:
+			case <-time.After(certPollInterval):
 			}
 		}
-		cw, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-		if err != nil {
-			// A half-written pair is read again by the webhook server's own watcher; here the
-			// self-signed certificate stays, and the failure is said once.
-			ctrl.Log.WithName("metrics").Error(err, "Cannot read the webhook's certificate; the metrics endpoint keeps its self-signed one", "certDir", dir)
-			return nil
-		}
-		w.set(cw.GetCertificate)
-		return cw.Start(ctx)
 	}
 }
 

@@ -47,6 +47,7 @@ func TestValidateMetrics(t *testing.T) {
 		{"unknown mode", func(o *Options) { o.MetricsCerts = "vault" }, `--metrics-certs: "vault" is none of auto, webhook, self-signed`},
 		{"webhook without webhook", func(o *Options) { o.Webhook, o.MetricsCerts = false, MetricsCertsWebhook }, "--metrics-certs=webhook: needs --webhook"},
 		{"insecure with a certificate", func(o *Options) { o.MetricsInsecureHTTP, o.MetricsCerts = true, MetricsCertsSelfSigned }, "--metrics-certs=self-signed: --metrics-insecure-http serves no certificate"},
+		{"insecure with the profiles", func(o *Options) { o.MetricsInsecureHTTP, o.Profiling = true, true }, "--profiling: the profiles are served only behind the metrics endpoint's authentication"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -55,14 +55,8 @@ func startWebhook(ctx context.Context, mgr ctrl.Manager, srv ctrlwebhook.Server,
 	log := ctrl.Log.WithName("webhook")
 	log.Info("No serving certificate yet; the webhook starts when it appears, the controllers run meanwhile", "certDir", certDir)
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
-		t := time.NewTicker(certPollInterval)
-		defer t.Stop()
-		for !certsPresent(certDir) {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
+		if !waitForCerts(ctx, certDir) {
+			return nil
 		}
 		log.Info("Serving certificate found; starting the webhook", "certDir", certDir)
 		added.Store(true)
@@ -82,6 +76,21 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool { return false }
 
 var _ manager.LeaderElectionRunnable = everyReplica(nil)
+
+// waitForCerts waits until dir holds a serving certificate (certsPresent), looking every
+// certPollInterval; false when ctx ended first.
+func waitForCerts(ctx context.Context, dir string) bool {
+	t := time.NewTicker(certPollInterval)
+	defer t.Stop()
+	for !certsPresent(dir) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
 
 // certsPresent reports whether certDir holds a non-empty tls.crt and tls.key.
 func certsPresent(dir string) bool { return certsMissing(dir) == nil }

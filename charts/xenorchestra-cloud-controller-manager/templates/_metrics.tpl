@@ -48,6 +48,9 @@ ServiceMonitor of the metrics Service gives them, or prometheusRule.selector.
 {{- if and .Values.metrics.insecureHTTP (ne .Values.metrics.certificate "auto") -}}
 {{- fail (printf "metrics.certificate %s: metrics.insecureHTTP serves no certificate; remove one of them" .Values.metrics.certificate) -}}
 {{- end -}}
+{{- if and .Values.metrics.insecureHTTP (has "--profiling" .Values.extraArgs) -}}
+{{- fail "extraArgs --profiling: the profiles are served only behind the metrics endpoint's authentication, which metrics.insecureHTTP turns off; remove one of them" -}}
+{{- end -}}
 {{- if and (eq .Values.metrics.certificate "webhook") (not .Values.webhook.enabled) -}}
 {{- fail "metrics.certificate webhook: webhook.enabled is false, so there is no webhook certificate to serve; use selfSigned or auto" -}}
 {{- end -}}
