@@ -231,6 +231,16 @@ func TestInitialize(t *testing.T) {
 		wantAddrs: func(name string) []corev1.NodeAddress { return addrs(name, "192.168.1.10") },
 		noZone:    true,
 		method:    "system_uuid",
+	}, {
+		// Nor any address without --node-ip: a VM that does not run has none to give.
+		name: "halted VM: no address required",
+		vm:   xosim.VMSpec{PowerState: xo.PowerStateHalted, IPs: []string{"10.0.0.11"}},
+		node: func(_ *fixture, name, vmID string) *corev1.Node {
+			return testenv.KubeletNode(name, testenv.WithSystemUUID(vmID))
+		},
+		wantAddrs: func(string) []corev1.NodeAddress { return []corev1.NodeAddress{} },
+		noZone:    true,
+		method:    "system_uuid",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, false)

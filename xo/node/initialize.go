@@ -21,12 +21,15 @@ const (
 const FieldAddresses = "status.addresses"
 
 // Missing lists what n still lacks before its uninitialized taint may go, given its VM: the
-// providerID; the region and instance-type labels; the zone label while the VM runs (a
-// halted VM has no host); and an IP address in status.addresses (FieldAddresses). Without an
-// address the API server cannot reach the kubelet, and a kubelet started with
-// --cloud-provider=external and no --node-ip waits for the cloud to set them, so the Node is
-// not described yet. Labels the VM implies that were refused (a tag, a name that makes no
-// valid value) do not hold the taint: the Node is described as far as it can be.
+// providerID; the region and instance-type labels; and, while the VM runs, the zone label and
+// an IP address in status.addresses (FieldAddresses). Without an address the API server cannot
+// reach the kubelet, and a kubelet started with --cloud-provider=external and no --node-ip
+// waits for the cloud to set them, so the Node is not described yet. A VM that does not run
+// has neither a host nor guest addresses to give: its Node is described as far as the cloud
+// can (upstream's cloud-node lifts the taint then too), and the lifecycle's shutdown taint,
+// not this one, keeps Pods off it; label-sync and cloud-node add the zone and the addresses
+// when it starts. Labels the VM implies that were refused (a tag, a name that makes no valid
+// value) do not hold the taint either.
 func Missing(n *corev1.Node, vm *xo.VM) []string {
 	var missing []string
 	if n.Spec.ProviderID == "" {
@@ -38,7 +41,10 @@ func Missing(n *corev1.Node, vm *xo.VM) []string {
 	if n.Labels[LabelInstanceType] == "" {
 		missing = append(missing, LabelInstanceType)
 	}
-	if vm.PowerState == xo.PowerStateRunning && n.Labels[LabelZone] == "" {
+	if vm.PowerState != xo.PowerStateRunning {
+		return missing
+	}
+	if n.Labels[LabelZone] == "" {
 		missing = append(missing, LabelZone)
 	}
 	if !hasIP(n.Status.Addresses) {

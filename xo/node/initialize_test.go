@@ -37,6 +37,12 @@ func TestInitialize(t *testing.T) {
 		{"complete", described(), running, nil},
 		{"external address only", described(func(n *corev1.Node) { n.Status.Addresses = []corev1.NodeAddress{external} }), running, nil},
 		{"halted VM needs no zone", described(func(n *corev1.Node) { delete(n.Labels, LabelZone) }), halted, nil},
+		{"halted VM needs no address", described(func(n *corev1.Node) { n.Status.Addresses = nil }), halted, nil},
+		{"halted VM still needs its providerID and labels", described(func(n *corev1.Node) {
+			n.Spec.ProviderID = ""
+			n.Labels = nil
+			n.Status.Addresses = nil
+		}), halted, []string{"providerID", LabelRegion, LabelInstanceType}},
 		{"running VM needs its zone", described(func(n *corev1.Node) { delete(n.Labels, LabelZone) }), running, []string{LabelZone}},
 		{"no address", described(func(n *corev1.Node) { n.Status.Addresses = nil }), running, []string{FieldAddresses}},
 		{"a hostname is no address", described(func(n *corev1.Node) { n.Status.Addresses = []corev1.NodeAddress{hostname} }), running, []string{FieldAddresses}},
