@@ -19,7 +19,6 @@
 package lifecycle
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +73,18 @@ type Options struct {
 	XOTimeout time.Duration
 }
 
+// withDefaults returns o with the defaults in place of zero values: New's options, and those
+// of a Decide called on its own (explain).
+func (o Options) withDefaults() Options {
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = DefaultResyncPeriod
+	}
+	if o.XOTimeout <= 0 {
+		o.XOTimeout = DefaultXOTimeout
+	}
+	return o
+}
+
 // Reconciler is the cloud-node-lifecycle controller.
 type Reconciler struct {
 	client client.Client
@@ -90,12 +101,7 @@ type Reconciler struct {
 
 // New returns the controller. clk times its events and the out-of-service taint.
 func New(c client.Client, estate *inventory.Estate, recorder events.EventRecorder, clk clock.PassiveClock, o Options) *Reconciler {
-	if o.ResyncPeriod <= 0 {
-		o.ResyncPeriod = DefaultResyncPeriod
-	}
-	if o.XOTimeout <= 0 {
-		o.XOTimeout = DefaultXOTimeout
-	}
+	o = o.withDefaults()
 	return &Reconciler{client: c, estate: estate, events: nodeevents.New(recorder, Name, clk), clock: clk, opts: o,
 		retries: common.NewRetries(common.NotYetBase, o.ResyncPeriod)}
 }
@@ -206,6 +212,7 @@ func Decide(ctx context.Context, estate *inventory.Estate, n *corev1.Node, o Opt
 	if poolID == "" {
 		poolID = poolFromLabels(n)
 	}
+	o = o.withDefaults()
 	d := Decision{PoolID: poolID, VMID: vmID}
 	view := estate.View()
 	res := node.Resolve(view, n)
@@ -218,14 +225,23 @@ func Decide(ctx context.Context, estate *inventory.Estate, n *corev1.Node, o Opt
 			d.VM, current, trusted = c, true, settled
 		}
 	}
-	if d.VM != nil || ready {
+	if !MayBeGone(n, res) {
 		d.Taints = planTaints(n, d.VM, ready, current, trusted, o.OutOfServiceTaint)
 		return d, nil
 	}
 	// NotReady, and the VM is not in the inventory: is it gone?
 	d.Gone = true
-	d.Refusal, d.Why, d.Wait = confirmGone(ctx, estate, n, view, poolID, vmID, cmp.Or(o.XOTimeout, DefaultXOTimeout))
+	d.Refusal, d.Why, d.Wait = confirmGone(ctx, estate, n, view, poolID, vmID, o.XOTimeout)
 	return d, nil
+}
+
+// MayBeGone reports whether the controller looks at n as a deletion candidate (Decide's Gone):
+// n has a well-formed providerID of this provider, is NotReady (a Ready Node is never deleted,
+// as in k8s.io/cloud-provider), and res, node.Resolve's answer for n, has no VM. Decide then
+// deletes it once its VM is confirmed gone, or says why not; other Nodes get taint changes only.
+// The Node count by state (controllers/nodestates) calls these Nodes deletion_pending.
+func MayBeGone(n *corev1.Node, res node.Result) bool {
+	return node.IsOurs(n.Spec.ProviderID) && res.Outcome != node.OutcomeInvalid && res.Outcome != node.OutcomeMatched && !common.IsReady(n)
 }
 
 // poolFromLabels returns the pool uuid recorded in the Node's labels, for a providerID without

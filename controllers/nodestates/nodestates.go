@@ -1,5 +1,7 @@
-// Package nodestates counts the Nodes this controller manages by state, so that an operator
-// without kube-state-metrics can read and alert on them: the gauge xenorchestra_nodes{state}.
+// Package nodestates classifies Nodes as the controllers see them (Classify, State) and counts
+// them by state, so that an operator without kube-state-metrics can read and alert on them: the
+// gauge xenorchestra_nodes{state}. The `check` and `explain` commands classify Nodes with the
+// same Classify.
 //
 // It is a Prometheus collector over the manager's Node cache, counted at each scrape on the
 // leader only (the replica whose controllers act on these states; the others export nothing),
@@ -19,14 +21,52 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
 
-// States of a managed Node, the values of the state label. Each Node is in exactly one, the
-// first that applies in this order.
+// Class is what a Node is to the controllers by its own fields, before its VM is looked for:
+// the first split of State, and what `check` and `explain` tell of a Node.
+type Class uint8
+
+// Classes of Classify, each the first that applies in this order.
 const (
+	// ClassIgnored: the ignore label or the config's nodes.ignoreSelector selects it: no
+	// controller and no webhook touches it.
+	ClassIgnored Class = iota
+	// ClassForeign: another provider's providerID: the controller leaves it alone.
+	ClassForeign
+	// ClassUninitialized: it carries the uninitialized taint: cloud-node initializes it.
+	ClassUninitialized
+	// ClassNoCloudProvider: neither a providerID nor the uninitialized taint: its kubelet was
+	// started without --cloud-provider=external, and no controller ever initializes it.
+	ClassNoCloudProvider
+	// ClassInitialized: a providerID of this provider and no uninitialized taint.
+	ClassInitialized
+)
+
+// Classify returns the Class of n; ignore is the Nodes' ignore rule.
+func Classify(n *corev1.Node, ignore node.Ignorer) Class {
+	switch pid := n.Spec.ProviderID; {
+	case ignore.Ignored(n):
+		return ClassIgnored
+	case pid != "" && !node.IsOurs(pid):
+		return ClassForeign
+	case node.HasTaint(n.Spec.Taints, node.TaintUninitialized, ""):
+		return ClassUninitialized
+	case pid == "":
+		return ClassNoCloudProvider
+	}
+	return ClassInitialized
+}
+
+// States of a Node this controller is responsible for, the values of the state label. Each
+// Node is in exactly one, the first that applies in this order.
+const (
+	// StateNoCloudProvider: ClassNoCloudProvider: never initialized until its kubelet is
+	// restarted with --cloud-provider=external and the Node deleted (it registers again).
+	StateNoCloudProvider = "no_cloud_provider"
 	// StateVMNotResolved: the Node carries the uninitialized taint and its VM cannot be
 	// resolved (not found, ambiguous, incomplete inventory, malformed providerID): it stays
 	// uninitialized until that is fixed.
@@ -34,35 +74,38 @@ const (
 	// StateUninitialized: the Node carries the uninitialized taint and its VM resolves: the
 	// cloud-node controller lifts it once the Node is described completely (node.Missing).
 	StateUninitialized = "uninitialized"
-	// StateDeletionPending: the Node is initialized, has a providerID, is NotReady, and the
-	// inventory does not have its VM: the cloud-node-lifecycle controller deletes it once XO
-	// confirms the VM is gone, or holds the deletion back (deletions refused metric).
+	// StateDeletionPending: the Node is initialized and a deletion candidate of the
+	// cloud-node-lifecycle controller (lifecycle.MayBeGone: NotReady, its providerID's VM not
+	// in the inventory), which deletes it once XO confirms the VM is gone, or holds the
+	// deletion back (deletions refused metric).
 	StateDeletionPending = "deletion_pending"
 	// StateShutdown: the Node is initialized and carries the shutdown taint (its VM is not
 	// running).
 	StateShutdown = "shutdown"
-	// StateInitialized: every other managed Node.
+	// StateInitialized: every other initialized Node.
 	StateInitialized = "initialized"
 )
 
 // States lists every state, in the order State tries them.
-var States = []string{StateVMNotResolved, StateUninitialized, StateDeletionPending, StateShutdown, StateInitialized}
+var States = []string{StateNoCloudProvider, StateVMNotResolved, StateUninitialized, StateDeletionPending, StateShutdown, StateInitialized}
 
-// State returns the state of n given the inventory idx, and false when this controller does
-// not manage n (another provider's providerID).
-func State(n *corev1.Node, idx node.Index) (string, bool) {
-	res := node.Resolve(idx, n)
-	matched := res.Outcome == node.OutcomeMatched
-	switch {
-	case res.Outcome == node.OutcomeForeign:
+// State returns the state of n given the Nodes' ignore rule and the inventory idx, and false
+// when this controller leaves n alone (ClassIgnored, ClassForeign).
+func State(n *corev1.Node, ignore node.Ignorer, idx node.Index) (string, bool) {
+	class := Classify(n, ignore)
+	switch class {
+	case ClassIgnored, ClassForeign:
 		return "", false
-	case node.HasTaint(n.Spec.Taints, node.TaintUninitialized, ""):
-		if matched {
-			return StateUninitialized, true
-		}
+	case ClassNoCloudProvider:
+		return StateNoCloudProvider, true
+	}
+	res := node.Resolve(idx, n)
+	switch {
+	case class == ClassUninitialized && res.Outcome == node.OutcomeMatched:
+		return StateUninitialized, true
+	case class == ClassUninitialized:
 		return StateVMNotResolved, true
-	case n.Spec.ProviderID != "" && !matched && res.Outcome != node.OutcomeInvalid && !common.IsReady(n):
-		// The cloud-node-lifecycle controller's own test for a Node whose VM may be gone.
+	case lifecycle.MayBeGone(n, res):
 		return StateDeletionPending, true
 	case node.HasTaint(n.Spec.Taints, node.TaintShutdown, ""):
 		return StateShutdown, true
@@ -71,7 +114,7 @@ func State(n *corev1.Node, idx node.Index) (string, bool) {
 }
 
 var desc = prometheus.NewDesc("xenorchestra_nodes",
-	"Nodes this controller manages (not ignored, no other provider's providerID), by state (vm_not_resolved, uninitialized, deletion_pending, shutdown, initialized); exported by the leader only.",
+	"Nodes this controller is responsible for (not ignored, no other provider's providerID), by state (no_cloud_provider, vm_not_resolved, uninitialized, deletion_pending, shutdown, initialized); exported by the leader only.",
 	[]string{"state"}, nil)
 
 // listTimeout bounds the cache read of one scrape: the cache answers from memory once synced,
@@ -120,11 +163,7 @@ func (c *counter) count() (map[string]int, error) {
 	view := c.estate.View()
 	counts := make(map[string]int, len(States))
 	for i := range list.Items {
-		n := &list.Items[i]
-		if c.ignore.Ignored(n) {
-			continue
-		}
-		if s, ok := State(n, view); ok {
+		if s, ok := State(&list.Items[i], c.ignore, view); ok {
 			counts[s]++
 		}
 	}

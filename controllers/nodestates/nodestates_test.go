@@ -17,7 +17,8 @@ import (
 
 // TestStates counts Nodes of every state on a real API server against a real inventory of the
 // XO simulator: one of each state, a Node of another provider and an ignored Node not counted.
-// It checks State one Node at a time, then the collector's count over the API server's Nodes.
+// It checks State (and Classify beneath it) one Node at a time, then the collector's count over
+// the API server's Nodes.
 func TestStates(t *testing.T) {
 	x := testenv.NewXO(t, testenv.XOOptions{})
 	pool := x.AddPool(t, xosim.PoolSpec{NameLabel: "pool"})
@@ -40,27 +41,39 @@ func TestStates(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	ignored := testenv.WithLabels(map[string]string{"example.com/not-xo": "true"})
 	cases := []struct {
 		name    string
 		opts    []testenv.NodeOption
+		class   Class
 		want    string
 		managed bool
 	}{
-		{"uninitialized", []testenv.NodeOption{testenv.WithSystemUUID(fresh)}, StateUninitialized, true},
-		{"vm-not-resolved", []testenv.NodeOption{testenv.WithSystemUUID(gone)}, StateVMNotResolved, true},
-		{"uninitialized-gone", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, gone))}, StateVMNotResolved, true},
-		{"initialized", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, running)), testenv.Initialized()}, StateInitialized, true},
-		{"shutdown", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, halted)), testenv.Initialized(), testenv.WithReady(false), taint(node.TaintShutdown)}, StateShutdown, true},
-		{"deletion-pending", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, gone)), testenv.Initialized(), testenv.WithReady(false)}, StateDeletionPending, true},
+		// A kubelet without --cloud-provider=external: no providerID, no uninitialized taint,
+		// although its VM resolves by system UUID: never initialized, so never "initialized".
+		{"no-cloud-provider", []testenv.NodeOption{testenv.WithSystemUUID(running), testenv.Initialized()}, ClassNoCloudProvider, StateNoCloudProvider, true},
+		{"uninitialized", []testenv.NodeOption{testenv.WithSystemUUID(fresh)}, ClassUninitialized, StateUninitialized, true},
+		{"vm-not-resolved", []testenv.NodeOption{testenv.WithSystemUUID(gone)}, ClassUninitialized, StateVMNotResolved, true},
+		{"uninitialized-gone", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, gone))}, ClassUninitialized, StateVMNotResolved, true},
+		{"initialized", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, running)), testenv.Initialized()}, ClassInitialized, StateInitialized, true},
+		{"shutdown", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, halted)), testenv.Initialized(), testenv.WithReady(false), taint(node.TaintShutdown)}, ClassInitialized, StateShutdown, true},
+		{"deletion-pending", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, gone)), testenv.Initialized(), testenv.WithReady(false)}, ClassInitialized, StateDeletionPending, true},
 		// Ready: the lifecycle controller deletes no Ready Node.
-		{"ready-vm-missing", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, gone)), testenv.Initialized()}, StateInitialized, true},
-		{"foreign", []testenv.NodeOption{testenv.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0"), testenv.Initialized()}, "", false},
+		{"ready-vm-missing", []testenv.NodeOption{testenv.WithProviderID(node.FormatProviderID(pool, gone)), testenv.Initialized()}, ClassInitialized, StateInitialized, true},
+		// A malformed providerID: the lifecycle controller leaves the Node alone (Decide fails).
+		{"malformed-not-ready", []testenv.NodeOption{testenv.WithProviderID("xenorchestra://not-a-pool/" + gone), testenv.Initialized(), testenv.WithReady(false)}, ClassInitialized, StateInitialized, true},
+		{"foreign", []testenv.NodeOption{testenv.WithProviderID("aws:///eu-west-1a/i-0123456789abcdef0"), testenv.Initialized()}, ClassForeign, "", false},
+		// Ignored whatever else it is: a kubelet without the flag, here.
+		{"ignored", []testenv.NodeOption{ignored, testenv.Initialized()}, ClassIgnored, "", false},
 	}
 	env := testenv.StartTest(t, testenv.Options{})
 	want := map[string]int{}
 	for _, tc := range cases {
 		n := testenv.KubeletNode(tc.name, tc.opts...)
-		got, managed := State(n, estate.View())
+		if got := Classify(n, ignore); got != tc.class {
+			t.Errorf("%s: Classify = %d, want %d", tc.name, got, tc.class)
+		}
+		got, managed := State(n, ignore, estate.View())
 		if got != tc.want || managed != tc.managed {
 			t.Errorf("%s: State = %q, %v; want %q, %v", tc.name, got, managed, tc.want, tc.managed)
 		}
@@ -69,7 +82,7 @@ func TestStates(t *testing.T) {
 			want[got]++
 		}
 	}
-	env.AddNode(t, testenv.KubeletNode("ignored", testenv.WithLabels(map[string]string{"example.com/not-xo": "true"})))
+	env.AddNode(t, testenv.KubeletNode("ignored-tainted", ignored))
 
 	c := &counter{nodes: env.Client, estate: estate, ignore: ignore}
 	got, err := c.count()
@@ -92,7 +105,7 @@ func TestStates(t *testing.T) {
 	leading.Store(c)
 	defer leading.Store(nil)
 	var exposition strings.Builder
-	exposition.WriteString("# HELP xenorchestra_nodes Nodes this controller manages (not ignored, no other provider's providerID), by state (vm_not_resolved, uninitialized, deletion_pending, shutdown, initialized); exported by the leader only.\n# TYPE xenorchestra_nodes gauge\n")
+	exposition.WriteString("# HELP xenorchestra_nodes Nodes this controller is responsible for (not ignored, no other provider's providerID), by state (no_cloud_provider, vm_not_resolved, uninitialized, deletion_pending, shutdown, initialized); exported by the leader only.\n# TYPE xenorchestra_nodes gauge\n")
 	for _, s := range States {
 		fmt.Fprintf(&exposition, "xenorchestra_nodes{state=%q} %d\n", s, want[s])
 	}

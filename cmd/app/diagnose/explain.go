@@ -17,6 +17,7 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/common"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/labelsync"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/lifecycle"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/nodestates"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
@@ -61,14 +62,14 @@ func Explain(ctx context.Context, o *Options, name string) *Report {
 // explainNode reports what the controller knows about n and what each controller does next.
 func (s *session) explainNode(ctx context.Context, sec string, n *corev1.Node) {
 	s.nodeFacts(sec, n)
-	switch nodeState(n, s.ignorer()) {
-	case stateIgnored:
+	switch nodestates.Classify(n, s.ignorer()) {
+	case nodestates.ClassIgnored:
 		s.rep.ok(sec, "ignored (label %s=true or nodes.ignoreSelector): no controller and no webhook touches it", node.LabelIgnore)
 		return
-	case stateForeign:
+	case nodestates.ClassForeign:
 		s.rep.ok(sec, "another provider's providerID: the controller leaves it alone")
 		return
-	case stateNoCloudProvider:
+	case nodestates.ClassNoCloudProvider:
 		s.rep.add(sec, noCloudProvider(n))
 	}
 	if s.estate == nil {

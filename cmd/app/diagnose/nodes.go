@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/nodestates"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/inventory"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
@@ -30,24 +31,24 @@ func (s *session) checkNodes(ctx context.Context) {
 	initialized := 0
 	for i := range list.Items {
 		n := &list.Items[i]
-		switch st := nodeState(n, ignore); {
-		case st == stateIgnored:
+		switch class := nodestates.Classify(n, ignore); {
+		case class == nodestates.ClassIgnored:
 			s.rep.info(secNodes, "%s: ignored (label %s=true or nodes.ignoreSelector): the controller leaves it alone", n.Name, node.LabelIgnore)
-		case st == stateForeign:
+		case class == nodestates.ClassForeign:
 			s.rep.warn(secNodes, fmt.Sprintf("%s: another provider's providerID %q: the controller leaves it alone", n.Name, n.Spec.ProviderID),
 				fmt.Sprintf("if it is an XO VM, label it %s=true to say so, or delete the Node and restart its kubelet without --provider-id", node.LabelIgnore))
-		case st == stateNoCloudProvider:
+		case class == nodestates.ClassNoCloudProvider:
 			l := noCloudProvider(n)
 			l.Message = n.Name + ": " + l.Message
 			s.rep.add(secNodes, l)
-		case st == stateInitialized && !s.o.Pre:
+		case class == nodestates.ClassInitialized && !s.o.Pre:
 			initialized++
 		case s.estate == nil:
-			s.rep.warn(secNodes, n.Name+": "+st.String()+"; its VM is not looked for without the XO config", "pass the controller's config with --config")
+			s.rep.warn(secNodes, n.Name+": "+classWords[class]+"; its VM is not looked for without the XO config", "pass the controller's config with --config")
 		default:
 			res, view, err := s.estate.Find(ctx, n)
 			l := resolutionLine(n, res, view, err)
-			if st == stateUninitialized && !s.o.Pre && res.VM != nil {
+			if class == nodestates.ClassUninitialized && !s.o.Pre && res.VM != nil {
 				l = s.stillUninitialized(n, res, view, strings.TrimPrefix(l.Message, n.Name+": "))
 			}
 			s.rep.add(secNodes, l)
@@ -90,35 +91,10 @@ func (s *session) ignorer() node.Ignorer {
 	return ig
 }
 
-// state is what a Node is to the controller.
-type state int
-
-const (
-	stateIgnored state = iota
-	stateForeign
-	stateNoCloudProvider
-	stateUninitialized
-	stateInitialized
-)
-
-func (st state) String() string {
-	return [...]string{"ignored", "another provider's", "registered without --cloud-provider=external", "uninitialized", "initialized"}[st]
-}
-
-// nodeState classifies a Node as the controllers select it.
-func nodeState(n *corev1.Node, ignore node.Ignorer) state {
-	uninitialized := node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "")
-	switch pid := n.Spec.ProviderID; {
-	case ignore.Ignored(n):
-		return stateIgnored
-	case pid != "" && !node.IsOurs(pid):
-		return stateForeign
-	case uninitialized:
-		return stateUninitialized
-	case pid == "":
-		return stateNoCloudProvider
-	}
-	return stateInitialized
+// classWords says what a Node of a class is, as a check line reads.
+var classWords = map[nodestates.Class]string{
+	nodestates.ClassUninitialized: "uninitialized",
+	nodestates.ClassInitialized:   "initialized",
 }
 
 // methodWords says which key tied a Node to its VM.

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/cmd/app"
+	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/controllers/nodestates"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/webhook"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo/node"
 )
@@ -288,7 +289,7 @@ func (s *session) probeNode(ctx context.Context) (*corev1.Node, string, error) {
 		ignore := s.ignorer()
 		for i := range list.Items {
 			n := &list.Items[i]
-			if nodeState(n, ignore) == stateInitialized && n.Labels[node.LabelRegion] != "" {
+			if nodestates.Classify(n, ignore) == nodestates.ClassInitialized && n.Labels[node.LabelRegion] != "" {
 				probe.Spec.ProviderID = n.Spec.ProviderID
 				return probe, n.Spec.ProviderID, nil
 			}
