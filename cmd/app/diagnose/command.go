@@ -64,7 +64,8 @@ const Usage = `Usage:
 
 check --pre   before installing: the API server, each XO server of --config (reachable, TLS,
               token, REST features), each Node (started with --cloud-provider=external? which
-              VM, by which key, or why none), cert-manager when the certificate mode needs it.
+              VM, by which key, or why none), cert-manager when --webhook-certificates-mode
+              needs it.
 check         after installing: the same, with the config read from the release's Secret, plus
               the Deployment, the webhook (configuration, CA bundle against the certificate the
               Service serves, ready endpoints, a dry-run Node CREATE), the leader, and each XO
@@ -174,9 +175,10 @@ type Options struct {
 	ConfigFile string
 	// Pre checks a cluster before the install.
 	Pre bool
-	// WebhookCerts is, with Pre, the certificate mode the install will use.
-	WebhookCerts string
-	Output       string
+	// WebhookCertificatesMode is, with Pre, the certificate mode the install will use: a value
+	// of the chart's webhook.certificates.mode.
+	WebhookCertificatesMode string
+	Output                  string
 	// Timeout bounds each request to the API server, XO or a replica.
 	Timeout time.Duration
 	// MetricsTokenFile holds the bearer token sent to the replicas' metrics endpoints ("-":
@@ -195,7 +197,9 @@ type Options struct {
 	stdin io.Reader
 }
 
-// Certificate modes of --webhook-certs, as the chart's webhook.certificates.mode names them.
+// Certificate modes of --webhook-certificates-mode: the values of the chart's
+// webhook.certificates.mode, which the flag is named after (the controller's own
+// --webhook-certs takes dir or self-managed, what the chart makes of them).
 const (
 	certsCertManager    = "certManager"
 	certsSelfManaged    = "selfManaged"
@@ -204,7 +208,7 @@ const (
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{WebhookCerts: certsCertManager, Output: "text", Timeout: 20 * time.Second, Env: func(string) string { return "" }}
+	return &Options{WebhookCertificatesMode: certsCertManager, Output: "text", Timeout: 20 * time.Second, Env: func(string) string { return "" }}
 }
 
 // AddFlags binds the options to fs.
@@ -216,7 +220,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Release, "release", o.Release, "Name of the installed release (label app.kubernetes.io/instance); empty: the only one found.")
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "The controller's XO config file (url, token or tokenFile, ...); empty: read from the release's Secret with your own permissions (before installing: XOA_URL, XOA_TOKEN, XOA_INSECURE).")
 	fs.BoolVar(&o.Pre, "pre", o.Pre, "check: check the cluster before installing (no release yet).")
-	fs.StringVar(&o.WebhookCerts, "webhook-certs", o.WebhookCerts, "check --pre: the webhook certificate mode of the install to come (certManager, selfManaged or existingSecret), to check that cert-manager is present when it is needed.")
+	fs.StringVar(&o.WebhookCertificatesMode, "webhook-certificates-mode", o.WebhookCertificatesMode, "check --pre: the chart's webhook.certificates.mode of the install to come (certManager, selfManaged or existingSecret), to check that cert-manager is present when it is needed.")
 	fs.StringVar(&o.Output, "output", o.Output, "Output format: text or json.")
 	fs.StringVar(&o.Output, "o", o.Output, "Short for --output.")
 	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "Bound of each request to the API server, an XO server (a whole listing has the config's listTimeout) or a replica.")
@@ -237,8 +241,8 @@ func (o *Options) validate(cmd string, positional []string) error {
 	if !slices.Contains([]string{"text", "json"}, o.Output) {
 		errs = append(errs, fmt.Errorf("--output: %q is neither text nor json", o.Output))
 	}
-	if !slices.Contains([]string{certsCertManager, certsSelfManaged, certsExistingSecret}, o.WebhookCerts) {
-		errs = append(errs, fmt.Errorf("--webhook-certs: %q is none of %s, %s, %s", o.WebhookCerts, certsCertManager, certsSelfManaged, certsExistingSecret))
+	if !slices.Contains([]string{certsCertManager, certsSelfManaged, certsExistingSecret}, o.WebhookCertificatesMode) {
+		errs = append(errs, fmt.Errorf("--webhook-certificates-mode: %q is none of %s, %s, %s", o.WebhookCertificatesMode, certsCertManager, certsSelfManaged, certsExistingSecret))
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout: %s must be positive", o.Timeout))

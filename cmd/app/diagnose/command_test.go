@@ -43,7 +43,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"explain", "node"}, "usage: explain node NAME"},
 		{[]string{"check", "extra"}, "check takes no argument"},
 		{[]string{"check", "-o", "yaml"}, `--output: "yaml" is neither text nor json`},
-		{[]string{"check", "--pre", "--webhook-certs=cert-manager"}, `--webhook-certs: "cert-manager" is none of`},
+		{[]string{"check", "--pre", "--webhook-certificates-mode=cert-manager"}, `--webhook-certificates-mode: "cert-manager" is none of`},
+		// The controller's --webhook-certs takes other values (dir, self-managed): not check's flag.
+		{[]string{"check", "--pre", "--webhook-certs=self-managed"}, "flag provided but not defined: -webhook-certs"},
 		{[]string{"explain", "node", "a", "--pre"}, "--pre: check only"},
 		{[]string{"check", "--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"status"}, "Usage:"},

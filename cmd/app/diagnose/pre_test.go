@@ -33,7 +33,7 @@ func TestCheckPreNodes(t *testing.T) {
 	addNode(t, testenv.KubeletNode("pre-aws", testenv.Initialized(), testenv.WithProviderID("aws:///eu-west-1a/i-0123")))
 	addNode(t, testenv.KubeletNode("pre-ignored", testenv.WithLabels(map[string]string{node.LabelIgnore: "true"})))
 
-	r := run(t, nil, "check", "--pre", "--kubeconfig="+kubeconfig(t), "--config="+cfg, "--webhook-certs=selfManaged")
+	r := run(t, nil, "check", "--pre", "--kubeconfig="+kubeconfig(t), "--config="+cfg, "--webhook-certificates-mode=selfManaged")
 	if r.code != 1 {
 		t.Errorf("exit status %d, want 1 (failures)", r.code)
 	}
@@ -55,7 +55,7 @@ func TestCheckPreXO(t *testing.T) {
 	kc := kubeconfig(t)
 	noNodes := func(t *testing.T, args ...string) result {
 		t.Helper()
-		return run(t, nil, append([]string{"check", "--pre", "--kubeconfig=" + kc, "--webhook-certs=existingSecret"}, args...)...)
+		return run(t, nil, append([]string{"check", "--pre", "--kubeconfig=" + kc, "--webhook-certificates-mode=existingSecret"}, args...)...)
 	}
 
 	t.Run("Healthy", func(t *testing.T) {

@@ -60,7 +60,7 @@ func Check(ctx context.Context, o *Options) *Report {
 	s.loadConfig(ctx)
 	s.checkXO(ctx)
 	if o.Pre {
-		s.checkCertManager(ctx, o.WebhookCerts)
+		s.checkCertManager(ctx, o.WebhookCertificatesMode)
 	} else if s.rel != nil {
 		s.checkWebhook(ctx)
 		s.checkLeader(ctx)
