@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,11 +23,16 @@ import (
 
 // TestCheckHealthyInstall runs `kubectl xenorchestra check` (the controller's binary under its
 // kubectl plugin name) against a healthy installation: two controller processes (the real
-// binary: webhook over TLS called by the API server, leader election, metrics), the XO
+// binary: webhook over TLS called by the API server, leader election, metrics served as by
+// default, over HTTPS behind the API server's TokenReview and SubjectAccessReview), the XO
 // simulator over verified TLS, and what check reads of a release made on the API server (a
 // Deployment, its Pods and status, the config Secret it mounts): there is no kubelet here, so
-// the replicas' metrics are read at --metrics-endpoints rather than through a port-forward.
-// Nothing fails; explain through the same binary says the Node needs nothing.
+// the replicas' metrics are read at --metrics-endpoints rather than through a port-forward,
+// with the token of a ServiceAccount bound to a metrics-reader ClusterRole (the chart's rules)
+// passed on stdin, and their certificate (the webhook's) verified with the webhook
+// configuration's CA bundle, as check does. Nothing fails and nothing warns (XO is served over
+// verified TLS here, so not even its plain-HTTP URL warning); explain through the same binary
+// says the Node needs nothing.
 func TestCheckHealthyInstall(t *testing.T) {
 	env := testenv.StartTest(t, testenv.Options{Webhook: true})
 	const ns = "kube-system"
@@ -40,8 +46,9 @@ func TestCheckHealthyInstall(t *testing.T) {
 	cfg := writeConfig(t, t.TempDir(), "config.yaml", settings)
 
 	wo := env.WebhookInstallOptions
-	a := startCCM(t, "replica-a", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true, webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir})
-	b := startCCM(t, "replica-b", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true, webhookPort: testenv.FreePort(t), certDir: wo.LocalServingCertDir})
+	// --metrics-certs=auto: each replica's metrics endpoint serves the webhook's certificate.
+	a := startCCM(t, "replica-a", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true, webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir, secureMetrics: true})
+	b := startCCM(t, "replica-b", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true, webhookPort: testenv.FreePort(t), certDir: wo.LocalServingCertDir, secureMetrics: true})
 	a.waitReady(t, 30*time.Second)
 	b.waitReady(t, 30*time.Second)
 	installedRelease(t, env.Client, ns, settings)
@@ -56,20 +63,24 @@ func TestCheckHealthyInstall(t *testing.T) {
 	}
 	testenv.WaitFor(t, 30*time.Second, "healthy-node initialized", func() error { return initialized(env.Client, "healthy-node") })
 
+	// The operator's token for the replicas' metrics (the kubeconfig's user authenticates with a
+	// client certificate, which a metrics endpoint does not take).
+	mustCreate(t, env.Client, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "xoccm-metrics-reader"}, Rules: testenv.MetricsReaderRules})
+	metricsToken := testenv.ServiceAccountToken(t, env.Config, ns, "operator", "xoccm-metrics-reader")
+
 	plugin := filepath.Join(t.TempDir(), diagnose.PluginName)
 	if err := os.Symlink(ccmBinary(t), plugin); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runPlugin(t, plugin, "check", "--kubeconfig="+kubeconfig, "--metrics-endpoints=http://"+a.metrics+",http://"+b.metrics, "-o", "json")
+	out, code := runPlugin(t, plugin, metricsToken+"\n", "check", "--kubeconfig="+kubeconfig,
+		"--metrics-endpoints=https://"+a.metrics+",https://"+b.metrics, "--metrics-token-file=-", "-o", "json")
 	var rep diagnose.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("check -o json: %v\n%s", err, out)
 	}
 	for _, s := range rep.Sections {
 		for _, l := range s.Lines {
-			// Until the metrics are served over HTTPS (issue #34), each replica's plain-HTTP
-			// endpoint is the one warning.
-			if l.Status == diagnose.Failed || l.Status == diagnose.Warning && !strings.Contains(l.Message, "over plain HTTP") {
+			if l.Status == diagnose.Failed || l.Status == diagnose.Warning {
 				t.Errorf("%s: %s %s (fix: %s)", s.Name, l.Status, l.Message, l.Fix)
 			}
 		}
@@ -84,8 +95,8 @@ func TestCheckHealthyInstall(t *testing.T) {
 		"the caBundle verifies the certificate served at 127.0.0.1",
 		"a dry-run Node CREATE comes back described by the webhook",
 		"leader: " + hostname(t) + "_",
-		"replica http://" + a.metrics + ", XO server " + strings.TrimPrefix(xo.URL, "https://") + ": inventory current (event stream up",
-		"replica http://" + b.metrics,
+		"replica https://" + a.metrics + ", XO server " + strings.TrimPrefix(xo.URL, "https://") + ": inventory current (event stream up",
+		"replica https://" + b.metrics + ", XO server " + strings.TrimPrefix(xo.URL, "https://") + ": inventory current (event stream up",
 		"1 of 1 Nodes initialized",
 	} {
 		if !reportHas(&rep, diagnose.OK, want) {
@@ -95,19 +106,23 @@ func TestCheckHealthyInstall(t *testing.T) {
 	if bytes.Contains(out, []byte(token)) {
 		t.Error("check printed the XO token")
 	}
+	if bytes.Contains(out, []byte(metricsToken)) {
+		t.Error("check printed the metrics token")
+	}
 
-	out, code = runPlugin(t, plugin, "explain", "node", "healthy-node", "--kubeconfig="+kubeconfig)
+	out, code = runPlugin(t, plugin, "", "explain", "node", "healthy-node", "--kubeconfig="+kubeconfig)
 	if code != 0 || !bytes.Contains(out, []byte("resolves to VM "+vm)) || !bytes.Contains(out, []byte("cloud-node: nothing to do")) {
 		t.Errorf("explain exited %d:\n%s", code, out)
 	}
 }
 
-// runPlugin runs the binary as the kubectl plugin with args, and returns its standard output
-// and exit status.
-func runPlugin(t *testing.T, plugin string, args ...string) ([]byte, int) {
+// runPlugin runs the binary as the kubectl plugin with args and stdin on its standard input, and
+// returns its standard output and exit status.
+func runPlugin(t *testing.T, plugin, stdin string, args ...string) ([]byte, int) {
 	t.Helper()
 	cmd := exec.Command(plugin, args...)
 	cmd.Env = testenv.CommandEnv()
+	cmd.Stdin = strings.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
