@@ -14,10 +14,18 @@ import (
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 )
 
-// metricsEndpoint stands in for a replica's secure metrics endpoint, as the controller is to
-// serve it (HTTPS, a bearer token reviewed by the API server; issue #34): a certificate ca
-// issues for 127.0.0.1, 401 without the token, the body otherwise. It records the
-// Authorization header of every request, to show where a token went.
+// metricsEndpoint stands in for a replica's secure metrics endpoint (HTTPS, a bearer token): a
+// certificate ca issues for 127.0.0.1, 401 without the token, the body otherwise, so that each
+// inventory state check tells apart can be served. It records the Authorization header of every
+// request, to show where a token went.
+//
+// A stand-in rather than the controller's own filter (TokenReview + SubjectAccessReview,
+// cmd/app's delegatedAuth): that filter is unexported, and its test export (app.DelegatedAuth,
+// cmd/app/export_test.go) is compiled only into cmd/app's own tests, out of this package's
+// reach; exporting it from the binary's code for this test alone is not worth it. check against
+// the real filter of running replicas is tested in test/e2e (TestCheckHealthyInstall) and in
+// the real-kubelet tier (test/kubelet TestChartOnRealNode), the filter itself by cmd/app's
+// TestMetricsEndpoint and TestDelegatedAuthCaches.
 type metricsEndpoint struct {
 	url   string
 	mu    sync.Mutex
