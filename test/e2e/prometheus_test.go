@@ -252,8 +252,9 @@ func TestPrometheus(t *testing.T) {
 }
 
 // fireAndResolve causes the trouble of alert name, waits until it fires with labels among its
-// own, having been pending for its for (promFor) at least, then cures the trouble and waits
-// until the alert resolves; it logs how long each took.
+// own (pending first, see waitAlert), then cures the trouble and waits until the alert
+// resolves; it logs how long each took. How long the alert stays pending is Prometheus' `for`
+// semantics, not ours: logged, not asserted.
 func (p *prometheus) fireAndResolve(t *testing.T, name string, labels map[string]string, trouble string, cause func(), cured string, cure func()) {
 	t.Helper()
 	t0 := time.Now()
@@ -265,9 +266,6 @@ func (p *prometheus) fireAndResolve(t *testing.T, name string, labels map[string
 	t.Logf("%s (for %s, rate window %s): pending %s after %s, firing %s after, resolved %s after %s",
 		name, promFor, promRate, pending.Sub(t0).Round(100*time.Millisecond), trouble, firing.Sub(t0).Round(100*time.Millisecond),
 		resolved.Sub(t1).Round(100*time.Millisecond), cured)
-	if f, _ := time.ParseDuration(promFor); firing.Sub(pending) < f {
-		t.Errorf("%s fired %s after it was pending, before its for of %s", name, firing.Sub(pending), promFor)
-	}
 }
 
 // waitNoAlert waits until no alert is pending or firing.
