@@ -164,12 +164,12 @@ RACE_FLAGS  := -vet=off -gcflags=all=-dwarf=false -ldflags=-w
 # runs against the newest, hack/testbin.sh's default.
 K8S_OLDEST  ?= 1.34.4
 # OLDEST_PKGS are the controller module's packages make test-oldest runs: those that talk to a
-# real API server (the webhook through the admission chain, the controllers, the command); the
-# test module's end-to-end tier (test/e2e) runs beside them.
-OLDEST_PKGS := ./webhook/... ./controllers/... ./cmd/app
+# real API server (the webhook through the admission chain, the controllers, the command and its
+# check and explain subcommands); the test module's end-to-end tier (test/e2e) runs beside them.
+OLDEST_PKGS := ./webhook/... ./controllers/... ./cmd/app ./cmd/app/diagnose
 
 .PHONY: test-oldest
-test-oldest: ## The webhook, controller, command and end-to-end tests against the oldest supported Kubernetes (K8S_OLDEST; hack/testbin.sh builds its kube-apiserver and etcd once).
+test-oldest: ## The webhook, controller, command (check and explain included) and end-to-end tests against the oldest supported Kubernetes (K8S_OLDEST; hack/testbin.sh builds its kube-apiserver and etcd once).
 	export KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(K8S_OLDEST) hack/testbin.sh etcd kube-apiserver helm)" $(GOTEST_ENV); \
 	go -C test test -p $(TEST_P) -count=1 -timeout 30m ./e2e & e2e=$$!; \
 	go test -p $(TEST_P) -count=1 -timeout 30m $(OLDEST_PKGS); rc=$$?; \
