@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,25 +367,45 @@ type miss struct {
 
 func (m miss) String() string { return m.what }
 
-// startLoad starts creating the Nodes, one every 150 ms; finish stops it, waits for it to end
-// and returns what it saw (it may be called again, and is deferred so that the load never
-// outlives the test).
-func (c *realCluster) startLoad(t *testing.T, ns string, nodes []*corev1.Node) (finish func() *load) {
+// loadRun is a load under way (startLoad).
+type loadRun struct {
+	c *realCluster
+	// created counts the Nodes created so far, for waitMore.
+	created atomic.Int64
+	// finish stops the load, waits for it to end and returns what it saw; it may be called
+	// again, and is deferred so that the load never outlives the test.
+	finish func() *load
+}
+
+// startLoad starts creating the Nodes, one every 150 ms.
+func (c *realCluster) startLoad(t *testing.T, ns string, nodes []*corev1.Node) *loadRun {
+	r := &loadRun{c: c}
 	stop, done := make(chan struct{}), make(chan struct{})
 	var l *load
 	go func() {
 		defer close(done)
-		l = c.runLoad(t, ns, nodes, 150*time.Millisecond, stop)
+		l = c.runLoad(t, ns, nodes, 150*time.Millisecond, stop, &r.created)
 	}()
 	stopOnce := sync.OnceFunc(func() { close(stop) })
-	return func() *load {
+	r.finish = func() *load {
 		stopOnce()
 		<-done
 		return l
 	}
+	return r
 }
 
-func (c *realCluster) runLoad(t *testing.T, ns string, nodes []*corev1.Node, interval time.Duration, stop <-chan struct{}) *load {
+// waitMore waits until the load has created n Nodes more than it had when called: what some
+// load before or after a change takes, whatever the API server's pace.
+func (r *loadRun) waitMore(t *testing.T, n int64, when string) {
+	t.Helper()
+	want := r.created.Load() + n
+	waitFor(t, r.c.kubelet, 60*time.Second, fmt.Sprintf("%d Nodes created by the load %s", n, when), func(context.Context) (bool, error) {
+		return r.created.Load() >= want, nil
+	})
+}
+
+func (c *realCluster) runLoad(t *testing.T, ns string, nodes []*corev1.Node, interval time.Duration, stop <-chan struct{}, count *atomic.Int64) *load {
 	l := &load{}
 	ctx := context.Background()
 	tick := time.NewTicker(interval)
@@ -405,6 +426,7 @@ func (c *realCluster) runLoad(t *testing.T, ns string, nodes []*corev1.Node, int
 			continue
 		}
 		l.created = append(l.created, n.Name)
+		count.Add(1)
 		if err1 == nil && err2 == nil && len(before) > 0 && len(after) > 0 {
 			l.covered++
 			if !labelled(got) {
@@ -488,9 +510,9 @@ func (c *realCluster) changeUnderLoad(t *testing.T, e *estate, ns, what, prefix 
 	}
 	apiLog := c.path("kube-apiserver.log")
 	logStart := fileSize(apiLog)
-	finish := c.startLoad(t, ns, e.prepare(t, prefix, 600))
-	defer finish()
-	time.Sleep(time.Second) // some Nodes before the change
+	run := c.startLoad(t, ns, e.prepare(t, prefix, 600))
+	defer run.finish()
+	run.waitMore(t, 6, "before the "+what) // about a second of it
 	old := map[string]bool{}
 	_, before, err := c.readyPods(context.Background(), ns)
 	if err != nil {
@@ -528,8 +550,8 @@ func (c *realCluster) changeUnderLoad(t *testing.T, e *estate, ns, what, prefix 
 	for _, line := range shutdownLines() {
 		t.Log(line)
 	}
-	time.Sleep(2 * time.Second) // and some after
-	l := finish()
+	run.waitMore(t, 12, "after the "+what) // about two seconds of it
+	l := run.finish()
 	init := c.waitInitialized(t, l.created, 60*time.Second)
 	// A CREATE the API server admitted without calling the webhook because the Service had no
 	// ready endpoint, while a replica was Ready, is a gap of Kubernetes' routing (the
@@ -588,9 +610,9 @@ func (c *realCluster) failover(t *testing.T, e *estate, ns string) {
 	}
 	id, _ := c.containerPID(t, *leader)
 
-	finish := c.startLoad(t, ns, e.prepare(t, "failover", 400))
-	defer finish()
-	time.Sleep(time.Second)
+	run := c.startLoad(t, ns, e.prepare(t, "failover", 400))
+	defer run.finish()
+	run.waitMore(t, 6, "before the kill") // about a second of it
 
 	killed := time.Now()
 	if _, err := c.ctr("tasks", "kill", "--signal", "SIGKILL", id); err != nil {
@@ -608,8 +630,8 @@ func (c *realCluster) failover(t *testing.T, e *estate, ns string) {
 	if l, err := c.cs.CoordinationV1().Leases(ns).Get(ctx, app.LeaseName, metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
 		newHolder = *l.Spec.HolderIdentity
 	}
-	time.Sleep(2 * time.Second)
-	l := finish()
+	run.waitMore(t, 12, "after the migration showed") // about two seconds of it
+	l := run.finish()
 	init := c.waitInitialized(t, l.created, 60*time.Second)
 	t.Logf("leader %s killed (SIGKILL): the Lease went to %s and the migration showed in the zone label %s later; %d Nodes created meanwhile: %d while a replica was Ready, of which %d admitted unlabelled; %d while none was (%d unlabelled); all initialized %s after the last",
 		leader.Name, newHolder, acted.Round(time.Millisecond), len(l.created), l.covered, len(l.missed), l.uncover, l.unlabUnc, init.Round(time.Millisecond))
