@@ -42,26 +42,3 @@ ServiceMonitor of the metrics Service gives them, or prometheusRule.selector.
 {{- define "xoccm.metricsSelector" -}}
 {{- .Values.prometheusRule.selector | default (printf "job=%q,namespace=%q" (include "xoccm.metricsServiceName" .) .Release.Namespace) -}}
 {{- end -}}
-
-{{/* xoccm.validateMetrics fails the render on metrics values that cannot work together. */}}
-{{- define "xoccm.validateMetrics" -}}
-{{- if and .Values.metrics.insecureHTTP (ne .Values.metrics.certificate "auto") -}}
-{{- fail (printf "metrics.certificate %s: metrics.insecureHTTP serves no certificate; remove one of them" .Values.metrics.certificate) -}}
-{{- end -}}
-{{- if and .Values.metrics.insecureHTTP (has "--profiling" .Values.extraArgs) -}}
-{{- fail "extraArgs --profiling: the profiles are served only behind the metrics endpoint's authentication, which metrics.insecureHTTP turns off; remove one of them" -}}
-{{- end -}}
-{{- if and (eq .Values.metrics.certificate "webhook") (not .Values.webhook.enabled) -}}
-{{- fail "metrics.certificate webhook: webhook.enabled is false, so there is no webhook certificate to serve; use selfSigned or auto" -}}
-{{- end -}}
-{{- $names := list -}}
-{{- range include "xoccm.alertRules" . | fromYamlArray }}{{ $names = append $names .alert }}{{ end -}}
-{{- range $name, $_ := .Values.prometheusRule.alerts -}}
-{{- if not (has $name $names) -}}
-{{- fail (printf "prometheusRule.alerts.%s: no such alert; the chart's alerts are %s" $name (join ", " $names)) -}}
-{{- end -}}
-{{- end -}}
-{{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) -}}
-{{- fail "prometheusRule.enabled needs metrics.enabled: the alerts read the controller's metrics" -}}
-{{- end -}}
-{{- end -}}

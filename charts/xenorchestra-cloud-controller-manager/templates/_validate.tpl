@@ -228,3 +228,29 @@ time.ParseDuration, and (dateModify d $t0).Sub $t0 is d, or 0 when d does not pa
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+xoccm.validateMetrics fails the render on metrics and alert values that cannot work together.
+Included once, from the Deployment, after xoccm.validate.
+*/}}
+{{- define "xoccm.validateMetrics" -}}
+{{- if and .Values.metrics.insecureHTTP (ne .Values.metrics.certificate "auto") -}}
+{{- fail (printf "metrics.certificate %s: metrics.insecureHTTP serves no certificate; remove one of them" .Values.metrics.certificate) -}}
+{{- end -}}
+{{- if and .Values.metrics.insecureHTTP (has "--profiling" .Values.extraArgs) -}}
+{{- fail "extraArgs --profiling: the profiles are served only behind the metrics endpoint's authentication, which metrics.insecureHTTP turns off; remove one of them" -}}
+{{- end -}}
+{{- if and (eq .Values.metrics.certificate "webhook") (not .Values.webhook.enabled) -}}
+{{- fail "metrics.certificate webhook: webhook.enabled is false, so there is no webhook certificate to serve; use selfSigned or auto" -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range include "xoccm.alertRules" . | fromYamlArray }}{{ $names = append $names .alert }}{{ end -}}
+{{- range $name, $_ := .Values.prometheusRule.alerts -}}
+{{- if not (has $name $names) -}}
+{{- fail (printf "prometheusRule.alerts.%s: no such alert; the chart's alerts are %s" $name (join ", " $names)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) -}}
+{{- fail "prometheusRule.enabled needs metrics.enabled: the alerts read the controller's metrics" -}}
+{{- end -}}
+{{- end -}}
