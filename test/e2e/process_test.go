@@ -39,10 +39,13 @@ type ccmProcess struct {
 	cmd     *exec.Cmd
 	out     *testenv.SyncBuffer // stdout and stderr, interleaved as written
 	metrics string              // host:port
-	health  string              // host:port
-	webhook string              // host:port, "" without the webhook
-	done    chan struct{}
-	waitErr error
+	// metricsScheme is https when the metrics endpoint is secure (ccmArgs.secureMetrics), and
+	// metricsToken then the bearer token scrape sends there.
+	metricsScheme, metricsToken string
+	health                      string // host:port
+	webhook                     string // host:port, "" without the webhook
+	done                        chan struct{}
+	waitErr                     error
 }
 
 // startCCM starts the controller binary at the most verbose log level, with metrics and
@@ -68,7 +71,9 @@ func startCCM(t *testing.T, name string, a ccmArgs) *ccmProcess {
 	if a.leaderElect {
 		args = append(args, "--leader-elect-namespace=kube-system")
 	}
+	p.metricsScheme = "https"
 	if !a.secureMetrics {
+		p.metricsScheme = "http"
 		args = append(args, "--metrics-insecure-http")
 	}
 	if a.config != "" {

@@ -18,7 +18,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/internal/testenv"
 	"github.com/xenorchestra-k8s/xenorchestra-cloud-controller-manager/xo"
@@ -64,9 +66,13 @@ inventory:
 `, x.URL, token, caFile))
 
 	wo := env.WebhookInstallOptions
-	// --profiling, so that the pprof handlers are scanned too.
+	// --profiling, so that the pprof handlers are scanned too: served only behind the metrics
+	// endpoint's authentication, read with the token of a ServiceAccount allowed them.
 	p := startCCM(t, "token-inline", ccmArgs{kubeconfig: kubeconfig, config: cfg, leaderElect: true,
-		webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir, extra: []string{"--profiling"}})
+		webhookPort: wo.LocalServingPort, certDir: wo.LocalServingCertDir, secureMetrics: true, extra: []string{"--profiling"}})
+	mustCreate(t, c, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "token-scan-metrics-and-profiles"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics", "/debug/*"}, Verbs: []string{"get"}}}})
+	p.metricsToken = testenv.ServiceAccountToken(t, env.Config, "kube-system", "token-scanner", "token-scan-metrics-and-profiles")
 	p.waitReady(t, 30*time.Second)
 	exposed := &bytes.Buffer{}
 	scrape(t, p, exposed)
@@ -406,8 +412,15 @@ func scrape(t *testing.T, p *ccmProcess, w *bytes.Buffer) {
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
 	debug := []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2", "/debug/pprof/heap?debug=1", "/debug/vars", "/debug/flags/v"}
+	metrics := testenv.MetricsClient(nil, "") // our own test server's certificate
 	for _, path := range append([]string{"/metrics"}, debug...) {
-		get("http://"+p.metrics+path, plain)
+		url := p.metricsScheme + "://" + p.metrics + path
+		code, body, err := testenv.Scrape(metrics, url, p.metricsToken)
+		if err != nil {
+			fmt.Fprintf(w, "GET %s: %v\n", url, err)
+			continue
+		}
+		fmt.Fprintf(w, "GET %s: %d\n%s\n", url, code, body)
 	}
 	for _, path := range append([]string{"/healthz?verbose", "/readyz?verbose", "/healthz/ping", "/readyz/xo-inventory"}, debug...) {
 		get("http://"+p.health+path, plain)

@@ -320,8 +320,9 @@ func (o *oracle) observe(old, n *corev1.Node) {
 			o.violate(2, fmt.Sprintf("Node %s: taint %s removed while the VM's tags kept it for the whole last %s", n.Name, t.ToString(), o.window), n, o.histDump(rec.vm))
 		}
 	}
-	// (3) the uninitialized taint lifted only once providerID, the required labels and an IP
-	// address are set.
+	// (3) the uninitialized taint lifted only once providerID, the region and instance-type
+	// labels and, for a VM that ran throughout the window, the zone and an IP address are set
+	// (a VM that does not run has neither to give).
 	hadUninit := old == nil || node.HasTaint(old.Spec.Taints, node.TaintUninitialized, "")
 	if hadUninit && !node.HasTaint(n.Spec.Taints, node.TaintUninitialized, "") {
 		var missing []string
@@ -340,8 +341,8 @@ func (o *oracle) observe(old, n *corev1.Node) {
 		if running && n.Labels[node.LabelZone] == "" {
 			missing = append(missing, node.LabelZone+" (the VM ran throughout)")
 		}
-		if !hasIP(n) {
-			missing = append(missing, "an IP address")
+		if running && !hasIP(n) {
+			missing = append(missing, "an IP address (the VM ran throughout)")
 		}
 		if len(missing) > 0 {
 			o.violate(3, fmt.Sprintf("Node %s: uninitialized taint lifted without %s", n.Name, strings.Join(missing, ", ")), old, n, o.histDump(rec.vm))

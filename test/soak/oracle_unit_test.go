@@ -55,7 +55,7 @@ func TestOracle(t *testing.T) {
 		{"untainted without zone", func(n *corev1.Node) { delete(n.Labels, node.LabelZone) }, "Node n1: uninitialized taint lifted without topology.kubernetes.io/zone"},
 		{"untainted without an address", func(n *corev1.Node) {
 			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "n1"}}
-		}, "Node n1: uninitialized taint lifted without an IP address"},
+		}, "Node n1: uninitialized taint lifted without an IP address (the VM ran throughout)"},
 		{"another VM", func(n *corev1.Node) { n.Spec.ProviderID = node.FormatProviderID(pool, other) }, "Node n1 (registered by VM"},
 		{"foreign label touched", func(n *corev1.Node) { n.Labels[foreignLabelKey] = "x" }, "Node n1: foreign label"},
 		{"foreign taint removed", func(n *corev1.Node) { n.Spec.Taints = nil }, "Node n1: foreign taint"},
