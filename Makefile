@@ -170,7 +170,7 @@ OLDEST_PKGS := ./webhook/... ./controllers/... ./cmd/app ./cmd/app/diagnose
 
 .PHONY: test-oldest
 test-oldest: ## The webhook, controller, command (check and explain included) and end-to-end tests against the oldest supported Kubernetes (K8S_OLDEST; hack/testbin.sh builds its kube-apiserver and etcd once).
-	export KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(K8S_OLDEST) hack/testbin.sh etcd kube-apiserver helm)" $(GOTEST_ENV); \
+	export KUBEBUILDER_ASSETS="$$(K8S_VERSION=$(K8S_OLDEST) hack/testbin.sh etcd kube-apiserver helm prometheus)" $(GOTEST_ENV); \
 	go -C test test -p $(TEST_P) -count=1 -timeout 30m ./e2e & e2e=$$!; \
 	go test -p $(TEST_P) -count=1 -timeout 30m $(OLDEST_PKGS); rc=$$?; \
 	wait $$e2e && exit $$rc
