@@ -68,20 +68,6 @@ func renderRules(t *testing.T, set ...string) (*prometheusRule, []rule) {
 	return &pr, rules
 }
 
-// promtool returns the promtool of hack/testbin.sh, beside kube-apiserver.
-func promtool(t *testing.T) string {
-	t.Helper()
-	dir, err := testenv.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "promtool")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("promtool missing in %s: run `make testbin` (or hack/testbin.sh promtool) first: %v", dir, err)
-	}
-	return p
-}
-
 // TestAlertRules runs promtool on the chart's PrometheusRule as its default values render it (as
 // release xenorchestra-cloud-controller-manager in xo-system, the labels of the tests' series):
 // `check rules` on the rules, then `test rules` on every file of testdata/alerts, which hold the
@@ -89,7 +75,7 @@ func promtool(t *testing.T) string {
 // deployment of several replicas (the inventory's series on every replica, the controllers' on
 // the leader only). Every alert must have both kinds of case.
 func TestAlertRules(t *testing.T) {
-	promtool := promtool(t)
+	promtool := testenv.AssetBinary(t, "promtool")
 	pr, rules := renderRules(t)
 	dir := t.TempDir()
 	groups, err := yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})

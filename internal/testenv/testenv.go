@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -74,6 +75,21 @@ func AssetsDir() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// AssetBinary returns the path of hack/testbin.sh's binary name, beside kube-apiserver in
+// AssetsDir, and fails t, saying how to build it, when it is missing.
+func AssetBinary(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s missing in %s: run `make testbin` (or hack/testbin.sh %s) first: %v", name, dir, name, err)
+	}
+	return p
 }
 
 // RepoRoot returns the repository's root folder: two folders above this source file, or, in a

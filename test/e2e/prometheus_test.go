@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -54,14 +53,7 @@ const (
 // The times of each step are logged (BENCHMARKS.md, "Alerts against a real Prometheus").
 func TestPrometheus(t *testing.T) {
 	t.Parallel()
-	assets, err := testenv.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	promBin := filepath.Join(assets, "prometheus")
-	if _, err := os.Stat(promBin); err != nil {
-		t.Fatalf("prometheus missing in %s: run `make testbin` (or hack/testbin.sh prometheus) first: %v", assets, err)
-	}
+	promBin := testenv.AssetBinary(t, "prometheus")
 	const ns, fullname = "xoccm-prom", "xoccm"
 	objs := renderChart(t, ns, fullname, "metrics.serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true",
 		`prometheusRule.rateInterval="`+promRate+`"`,
