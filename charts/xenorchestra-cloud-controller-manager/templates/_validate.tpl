@@ -227,11 +227,12 @@ time.ParseDuration, and (dateModify d $t0).Sub $t0 is d, or 0 when d does not pa
 {{- fail "no XO server to talk to: set config (url and token, or clusters), existingConfigSecret, or XOA_URL and XOA_TOKEN in extraEnv" -}}
 {{- end -}}
 {{- end -}}
+{{- include "xoccm.validateMetrics" . -}}
 {{- end -}}
 
 {{/*
 xoccm.validateMetrics fails the render on metrics and alert values that cannot work together.
-Included once, from the Deployment, after xoccm.validate.
+Included by xoccm.validate, last.
 */}}
 {{- define "xoccm.validateMetrics" -}}
 {{- if and .Values.metrics.insecureHTTP (ne .Values.metrics.certificate "auto") -}}
